@@ -1,0 +1,391 @@
+/*
+** sa.h — the C interface of the sa SDK.
+**
+** sa runs Llama-family language models stored in GGUF files and decodes long contexts with
+** sparse attention. This header is the whole public contract: anything not declared here is
+** private and may change without notice. It is plain C99 and includes only <stddef.h> and
+** <stdint.h> (plus the generated sa_version.h).
+**
+** Conventions used throughout:
+**   - Every fallible function returns an sa_status. SA_OK is 0; SA_DONE is a non-error
+**     "finished" signal; every other code is an error, and a message saying what was wrong
+**     is available from sa_last_error() on the calling thread, and for session calls also
+**     from sa_session_errmsg().
+**   - ^A call that fails leaves its objects exactly as they were before the call.
+**   - Objects are opaque and used through pointers. Constructors return them through an
+**     out-parameter named out_*; destructors return void and accept NULL as a no-op.
+**   - ^Passing NULL, or a handle that was already destroyed, where a handle is required
+**     returns SA_ERR_MISUSE instead of crashing. (A destroyed handle is recognised as long
+**     as its address has not been reused by a newer object of the same kind.)
+**   - Params and info structs begin with a uint32_t struct_size that the caller sets to
+**     sizeof the struct it was compiled against (the *_init functions do this). Structs only
+**     grow at the end, so a program built against an older header keeps working.
+**   - The library never returns heap memory the caller must free. Strings and arrays it
+**     returns stay valid until the documented point (usually the next call on the same
+**     handle).
+**   - No C++ exception, abort() or exit() ever leaves the library.
+**
+** Objects and lifetimes:
+**
+**     sa_model  (weights + tokenizer, immutable after load, shareable between threads)
+**       ├── sa_session       one conversation: token history, KV memory, sampler state
+**       └── sa_detokenizer   streaming token → UTF-8 text
+**
+**   A session or detokenizer keeps its model alive: sa_model_destroy() invalidates the model
+**   handle at once, but the weights are released only when the last session and detokenizer
+**   made from it are destroyed. This makes destruction order free for garbage-collected hosts.
+**
+** Threading:
+**   - Functions that take only a const sa_model * (tokenize, info, ...) may be called from any
+**     number of threads at once.
+**   - An sa_session or sa_detokenizer must be used by one thread at a time; different sessions
+**     may run on different threads concurrently, also when they share a model.
+**   - sa_last_error() is per thread.
+*/
+#ifndef SA_H
+#define SA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sa_version.h"
+
+#if defined(_WIN32)
+#  if defined(SA_BUILD)
+#    define SA_API __declspec(dllexport)
+#  elif defined(SA_SHARED)
+#    define SA_API __declspec(dllimport)
+#  else
+#    define SA_API
+#  endif
+#elif defined(__GNUC__)
+#  define SA_API __attribute__((visibility("default")))
+#else
+#  define SA_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ========================================================================================
+** Version
+**
+** SA_VERSION_* (sa_version.h) describe the header you compiled against; the functions below
+** describe the library you are linked with. Check at start-up that the major versions agree.
+*/
+
+/* sa_version_number — the library's version as major*1000000 + minor*1000 + patch. */
+SA_API int32_t sa_version_number(void);
+
+/* sa_version_string — the library's version as "MAJOR.MINOR.PATCH"; static storage. */
+SA_API const char *sa_version_string(void);
+
+/* ========================================================================================
+** Status codes
+*/
+typedef int32_t sa_status;
+
+#define SA_OK                    0  /* success */
+#define SA_DONE                  1  /* success, and generation ended: the token is end-of-generation */
+#define SA_ERR_INVALID_ARG       2  /* an argument is out of range or malformed */
+#define SA_ERR_MISUSE            3  /* NULL or destroyed handle, or a call in the wrong state */
+#define SA_ERR_IO                4  /* a file could not be opened, read or mapped */
+#define SA_ERR_FORMAT            5  /* a file is malformed, truncated or inconsistent */
+#define SA_ERR_UNSUPPORTED       6  /* valid input this build cannot handle (type, architecture, option) */
+#define SA_ERR_NOMEM             7  /* an allocation failed */
+#define SA_ERR_BACKEND           8  /* the compute backend failed */
+#define SA_ERR_STORE             9  /* the session store failed or holds foreign/corrupt data */
+#define SA_ERR_CONTEXT_FULL     10  /* the session's memory cannot take more tokens */
+#define SA_ERR_CANCELLED        11  /* a progress callback asked to stop */
+#define SA_ERR_BUFFER_TOO_SMALL 12  /* an output buffer is too small; the needed size is reported */
+#define SA_ERR_INTERNAL         13  /* a bug in sa; the message says where */
+
+/* sa_errstr — a short static English description of a status code ("unknown status" for codes
+** this library does not know). Never NULL. */
+SA_API const char *sa_errstr(sa_status status);
+
+/* sa_last_error — the message of the most recent failed call made on this thread, or "" if
+** none has failed yet. ^The string stays valid until the next failing call on this thread.
+** Successful calls do not clear it. Never NULL. */
+SA_API const char *sa_last_error(void);
+
+/* ========================================================================================
+** Model
+*/
+typedef struct sa_model sa_model;
+
+typedef struct sa_model_params {
+  uint32_t struct_size; /* sizeof(sa_model_params) */
+  int32_t use_mmap;     /* 1 (default): map the file; 0: read it into memory */
+} sa_model_params;
+
+/* sa_model_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
+SA_API void sa_model_params_init(sa_model_params *params);
+
+/*
+** sa_model_load — load a GGUF model file.
+**
+** [in]  path       file name, NUL-terminated; not NULL.
+** [in]  params     NULL for defaults.
+** [out] out_model  receives the model on SA_OK and NULL on failure; not NULL.
+**
+** Every header field, key, offset, size, alignment, type and shape is validated before use;
+** weights of types F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K are accepted, for the
+** architectures llama (also Mistral-style files), qwen2 and qwen3.
+**
+** Returns SA_OK; SA_ERR_IO when the file cannot be opened or mapped; SA_ERR_FORMAT when it is
+** not a valid GGUF model (the message names the key, tensor or offset); SA_ERR_UNSUPPORTED for
+** an unknown architecture or tensor type; SA_ERR_INVALID_ARG for NULL arguments or bad params;
+** SA_ERR_NOMEM.
+** Threading: any thread. Ownership: destroy the model with sa_model_destroy().
+*/
+SA_API sa_status sa_model_load(const char *path, const sa_model_params *params,
+                               sa_model **out_model);
+
+/* sa_model_destroy — release the model handle. Sessions and detokenizers created from it stay
+** valid and keep the weights alive until they are destroyed. NULL or an already destroyed
+** handle: no-op. */
+SA_API void sa_model_destroy(sa_model *model);
+
+/* Description of a loaded model. Strings are NUL-terminated, truncated to fit. */
+typedef struct sa_model_desc {
+  uint32_t struct_size;     /* set by the caller: sizeof(sa_model_desc) */
+  char architecture[32];    /* general.architecture: "llama", "qwen2", "qwen3" */
+  char name[128];           /* general.name, or "" */
+  int32_t n_layers;         /* decoder blocks */
+  int32_t n_heads;          /* query heads */
+  int32_t n_kv_heads;       /* key/value heads (GQA when fewer than n_heads) */
+  int32_t head_dim;         /* dimension of one head */
+  int32_t n_embd;           /* residual stream width */
+  int32_t n_ff;             /* feed-forward hidden width */
+  int32_t n_ctx_train;      /* context length the model was trained with */
+  int32_t n_vocab;          /* tokens in the vocabulary (= length of the logits) */
+  int32_t bos_token;        /* beginning-of-sequence token, or -1 */
+  int32_t eos_token;        /* end-of-sequence token, or -1 */
+  float rope_freq_base;     /* RoPE base frequency */
+  uint64_t n_params;        /* parameters in all weight tensors */
+  uint64_t weight_bytes;    /* bytes of all weight tensors as stored */
+} sa_model_desc;
+
+/*
+** sa_model_info — describe a model.
+**
+** [in]  model  not NULL.
+** [out] out    struct_size must be set by the caller; fields up to that size are filled.
+** Returns SA_OK, SA_ERR_MISUSE (bad handle), SA_ERR_INVALID_ARG (out NULL or struct_size too
+** small to hold struct_size itself). Threading: any thread.
+*/
+SA_API sa_status sa_model_info(const sa_model *model, sa_model_desc *out);
+
+/*
+** sa_model_meta_string — read a string-valued (or scalar, rendered as text) GGUF metadata key,
+** e.g. "tokenizer.chat_template" or "general.license".
+**
+** [out] buf, capacity   receive the NUL-terminated value; buf may be NULL when capacity is 0.
+** [out] out_len         receives the value's length without the NUL; may be NULL.
+** Returns SA_OK; SA_ERR_INVALID_ARG when the key is absent or is an array;
+** SA_ERR_BUFFER_TOO_SMALL (with *out_len set) when capacity <= length; SA_ERR_MISUSE.
+*/
+SA_API sa_status sa_model_meta_string(const sa_model *model, const char *key, char *buf,
+                                      size_t capacity, size_t *out_len);
+
+/* ========================================================================================
+** Tokens and text
+*/
+
+/* Flags for sa_tokenize(). */
+#define SA_TOKENIZE_ADD_SPECIAL   1u /* add BOS/EOS where the model's metadata asks for them */
+#define SA_TOKENIZE_PARSE_SPECIAL 2u /* text such as "<|im_start|>" becomes its control token */
+
+/*
+** sa_tokenize — split UTF-8 text into tokens with the model's own tokenizer (byte-level BPE
+** or SentencePiece-style, from the GGUF metadata).
+**
+** [in]  text, text_len  the text; may contain NUL bytes; text may be NULL when text_len is 0.
+** [in]  flags           SA_TOKENIZE_* flags.
+** [out] tokens          room for capacity tokens; may be NULL when capacity is 0.
+** [out] out_n           receives the number of tokens; not NULL.
+** Returns SA_OK; SA_ERR_BUFFER_TOO_SMALL when capacity < *out_n (nothing useful is written,
+** call again with a larger buffer); SA_ERR_MISUSE; SA_ERR_INVALID_ARG.
+** Bytes that are not valid UTF-8 are tokenized as bytes; nothing is lost.
+** Threading: any thread.
+*/
+SA_API sa_status sa_tokenize(const sa_model *model, const char *text, size_t text_len,
+                             uint32_t flags, int32_t *tokens, size_t capacity, size_t *out_n);
+
+/* Flags for sa_token_to_piece() and sa_detokenizer_create(). */
+#define SA_PIECE_RENDER_SPECIAL 1u /* control tokens render as their text instead of "" */
+
+/*
+** sa_token_to_piece — the raw bytes one token stands for. A piece can be part of a multi-byte
+** UTF-8 character; use an sa_detokenizer to print a stream safely.
+**
+** [out] buf, capacity  receive the bytes (no NUL is added); buf may be NULL when capacity is 0.
+** [out] out_len        receives the length; not NULL.
+** Returns SA_OK; SA_ERR_INVALID_ARG for a token outside [0, n_vocab);
+** SA_ERR_BUFFER_TOO_SMALL (with *out_len set); SA_ERR_MISUSE. Threading: any thread.
+*/
+SA_API sa_status sa_token_to_piece(const sa_model *model, int32_t token, uint32_t flags,
+                                   char *buf, size_t capacity, size_t *out_len);
+
+/* sa_token_is_eog — 1 when the token ends generation (EOS, EOT or a template end marker such
+** as <|im_end|>), 0 otherwise, also for invalid models or tokens. */
+SA_API int32_t sa_token_is_eog(const sa_model *model, int32_t token);
+
+typedef struct sa_detokenizer sa_detokenizer;
+
+/* sa_detokenizer_create — a streaming decoder that turns tokens into text that never splits a
+** UTF-8 character. Returns SA_OK, SA_ERR_MISUSE, SA_ERR_INVALID_ARG, SA_ERR_NOMEM. */
+SA_API sa_status sa_detokenizer_create(const sa_model *model, uint32_t flags,
+                                       sa_detokenizer **out_detokenizer);
+
+/*
+** sa_detokenizer_push — add one token; write the text that is now complete.
+**
+** Bytes of a character that is not complete yet are held back (at most 3) and written by a
+** later push or by sa_detokenizer_flush(). Bytes that can never form valid UTF-8 are written
+** as U+FFFD (3 bytes each). ^A capacity of 3 × (the longest piece + 3) bytes always suffices.
+** [out] buf, capacity, out_len  as for sa_token_to_piece(); out_len not NULL.
+** Returns SA_OK; SA_ERR_BUFFER_TOO_SMALL (state unchanged, *out_len = size needed);
+** SA_ERR_INVALID_ARG (bad token); SA_ERR_MISUSE.
+*/
+SA_API sa_status sa_detokenizer_push(sa_detokenizer *detokenizer, int32_t token, char *buf,
+                                     size_t capacity, size_t *out_len);
+
+/* sa_detokenizer_flush — write held-back bytes (an incomplete character becomes U+FFFD) and
+** reset. Same buffer rules and statuses as sa_detokenizer_push(). */
+SA_API sa_status sa_detokenizer_flush(sa_detokenizer *detokenizer, char *buf, size_t capacity,
+                                      size_t *out_len);
+
+/* sa_detokenizer_destroy — NULL or destroyed: no-op. */
+SA_API void sa_detokenizer_destroy(sa_detokenizer *detokenizer);
+
+/* ========================================================================================
+** Session
+*/
+typedef struct sa_session sa_session;
+
+/* Compute backends (sa_session_params.backend). */
+#define SA_BACKEND_AUTO 0 /* the best compiled-in backend: CUDA, then Vulkan, then CPU */
+#define SA_BACKEND_CPU  1
+#define SA_BACKEND_CUDA 2 /* not in this release: SA_ERR_UNSUPPORTED */
+#define SA_BACKEND_VULKAN 3 /* not in this release: SA_ERR_UNSUPPORTED */
+
+/* KV memory (sa_session_params.memory). */
+#define SA_MEMORY_DENSE 0 /* every token's K/V kept; attention reads all of them */
+
+typedef struct sa_session_params {
+  uint32_t struct_size; /* sizeof(sa_session_params) */
+  int32_t backend;      /* SA_BACKEND_*; default SA_BACKEND_AUTO */
+  int32_t n_threads;    /* CPU threads; 0 (default) = the number of cores */
+  int32_t n_ctx;        /* most tokens the session holds; 0 (default) = model's trained context */
+  int32_t n_batch;      /* prefill chunk in tokens; 0 (default) = 256 */
+  int32_t memory;       /* SA_MEMORY_*; default SA_MEMORY_DENSE */
+  /* Sampling, used by sa_sample() and sa_decode_step(). */
+  float temperature;    /* 0 (default) = greedy (arg max); > 0 scales the logits */
+  int32_t top_k;        /* keep the k most likely tokens; 0 (default) = all */
+  float top_p;          /* keep the smallest set with probability >= top_p; 1 (default) = all */
+  uint64_t seed;        /* random seed for sampling; default 0 */
+} sa_session_params;
+
+/* sa_session_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
+SA_API void sa_session_params_init(sa_session_params *params);
+
+/*
+** sa_session_create — start a conversation on a model.
+**
+** [in]  model        not NULL.
+** [in]  params       NULL for defaults.
+** [out] out_session  receives the session on SA_OK, NULL otherwise; not NULL.
+** Returns SA_OK; SA_ERR_MISUSE (bad model handle); SA_ERR_INVALID_ARG (a param out of range:
+** the message names it); SA_ERR_UNSUPPORTED (a backend or memory kind not in this build);
+** SA_ERR_NOMEM. The session holds a reference to the model (see "Objects and lifetimes").
+*/
+SA_API sa_status sa_session_create(sa_model *model, const sa_session_params *params,
+                                   sa_session **out_session);
+
+/* sa_session_destroy — end the session and free its memory. NULL or destroyed: no-op. */
+SA_API void sa_session_destroy(sa_session *session);
+
+/* sa_session_errmsg — the message of the last failed call on this session, "" if none.
+** Valid until the next call on the session. A NULL or destroyed session gives a static
+** message saying so. Never NULL. */
+SA_API const char *sa_session_errmsg(const sa_session *session);
+
+/* Progress callback for sa_prefill(): called after each chunk with the tokens done so far and
+** the total. Return 0 to go on, anything else to cancel. */
+typedef int32_t (*sa_progress_fn)(size_t n_done, size_t n_total, void *user_data);
+
+/*
+** sa_prefill — append tokens to the session and compute the logits after the last one.
+**
+** The tokens are processed in chunks of n_batch. [in] tokens: n_tokens ids in [0, n_vocab);
+** may be NULL only when n_tokens is 0 (then nothing happens). [in] progress may be NULL.
+** Returns SA_OK; SA_ERR_CANCELLED (progress returned non-zero); SA_ERR_CONTEXT_FULL (the
+** tokens do not fit in n_ctx); SA_ERR_INVALID_ARG (a token out of range: the message gives
+** its index); SA_ERR_MISUSE; SA_ERR_NOMEM; SA_ERR_BACKEND.
+** ^On any error, including cancellation, the session is exactly as before the call.
+*/
+SA_API sa_status sa_prefill(sa_session *session, const int32_t *tokens, size_t n_tokens,
+                            sa_progress_fn progress, void *user_data);
+
+/*
+** sa_sample — draw the next token from the current logits with the session's sampler
+** (greedy, or temperature/top-k/top-p with the session's seeded generator).
+**
+** [out] out_token  not NULL.
+** Returns SA_OK; SA_DONE when the token is end-of-generation (it is still written);
+** SA_ERR_MISUSE when there are no logits yet (nothing was prefilled).
+*/
+SA_API sa_status sa_sample(sa_session *session, int32_t *out_token);
+
+/*
+** sa_decode_step — append one token, compute the logits after it and sample the next token.
+**
+** [in]  token_in   the token to append (usually the one the previous step produced).
+** [out] out_token  receives the sampled token; may be NULL to append without sampling.
+** Returns SA_OK; SA_DONE when the sampled token is end-of-generation (it is still written);
+** SA_ERR_CONTEXT_FULL; SA_ERR_INVALID_ARG (token out of range); SA_ERR_MISUSE; SA_ERR_BACKEND.
+** ^On any error the session is exactly as before the call.
+**
+** A generation loop:  sa_prefill(s, prompt, n, NULL, NULL); sa_sample(s, &t);
+**                     while (!sa_token_is_eog(m, t)) { print(t); sa_decode_step(s, t, &t); }
+*/
+SA_API sa_status sa_decode_step(sa_session *session, int32_t token_in, int32_t *out_token);
+
+/* sa_session_logits — the logits after the last processed token, n_vocab floats, or NULL when
+** none were computed yet. Valid until the next call on the session. *out_n_vocab (may be
+** NULL) receives their count. */
+SA_API const float *sa_session_logits(const sa_session *session, int32_t *out_n_vocab);
+
+/* sa_session_tokens — the token history (every token appended so far, in order). Valid until
+** the next call on the session. Returns SA_OK or SA_ERR_MISUSE; out_tokens and out_n not NULL. */
+SA_API sa_status sa_session_tokens(const sa_session *session, const int32_t **out_tokens,
+                                   size_t *out_n);
+
+/* sa_session_reset — forget every token; keeps the sampler's seed sequence going.
+** Returns SA_OK or SA_ERR_MISUSE. */
+SA_API sa_status sa_session_reset(sa_session *session);
+
+typedef struct sa_stats {
+  uint32_t struct_size;             /* set by the caller: sizeof(sa_stats) */
+  uint64_t n_tokens;                /* tokens appended so far */
+  uint64_t n_kv_tokens;             /* tokens whose K/V the memory holds now */
+  uint64_t kv_bytes_held;           /* bytes of K/V memory in use (all layers) */
+  uint64_t kv_bytes_capacity;       /* bytes of K/V memory allocated (all layers) */
+  uint64_t kv_bytes_read_last_step; /* K/V bytes attention read in the last prefill/decode call */
+  uint64_t weight_bytes;            /* bytes of weights the backend holds */
+  double last_call_ms;              /* wall time of the last prefill/decode call */
+  uint64_t last_call_tokens;        /* tokens processed by that call */
+} sa_stats;
+
+/* sa_session_stats — counters of the session. out->struct_size must be set; fields up to it
+** are filled. Returns SA_OK, SA_ERR_MISUSE, SA_ERR_INVALID_ARG. */
+SA_API sa_status sa_session_stats(const sa_session *session, sa_stats *out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SA_H */

@@ -1,0 +1,139 @@
+// The compute backend interface: device-owned buffers, explicit upload/download, and the ops
+// of the forward pass as calls on the backend.
+//
+// The CPU backend (sdk/backend/cpu/) implements every op in plain loops and is the reference
+// that CUDA and Vulkan backends are checked against, op by op, with the same calls. Nothing
+// above this interface touches device memory directly: the forward pass only passes tensors
+// (buffer + offset + shape) and small host arrays (token ids, positions, lengths) that a device
+// backend uploads itself.
+//
+// Conventions: activations are f32; weights may be any sa::dtype. Tensors are row-major with
+// ne[0] the contiguous axis, so a [rows][cols] matrix has ne = {cols, rows}. All ops are
+// synchronous from the caller's point of view unless the backend documents otherwise; errors
+// throw sa::error(SA_ERR_BACKEND / SA_ERR_NOMEM).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/dtype.h"
+
+namespace sa {
+
+// A block of device memory owned by the backend that made it.
+class buffer {
+ public:
+  virtual ~buffer() = default;
+  virtual size_t size() const = 0;
+};
+using buffer_ptr = std::unique_ptr<buffer>;
+
+// A view of (part of) a buffer as a tensor of up to 4 dims; rows are contiguous.
+struct tensor {
+  buffer* buf = nullptr;
+  size_t offset = 0;  // bytes from the start of buf
+  dtype type = dtype::f32;
+  int64_t ne[4] = {1, 1, 1, 1};
+
+  int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+  size_t row_size() const { return static_cast<size_t>(row_bytes(type, ne[0])); }
+  size_t n_bytes() const { return row_size() * static_cast<size_t>(rows()); }
+  // Rows [first, first + count) of a tensor viewed as 2-D [rows][ne0].
+  tensor row_range(int64_t first, int64_t count) const {
+    tensor t = *this;
+    t.offset += row_size() * static_cast<size_t>(first);
+    t.ne[1] = count;
+    t.ne[2] = t.ne[3] = 1;
+    return t;
+  }
+  // The same bytes seen as [rows][cols] (cols must divide the element count).
+  tensor as_2d(int64_t cols) const {
+    tensor t = *this;
+    const int64_t n = ne[0] * rows();
+    t.ne[0] = cols;
+    t.ne[1] = n / cols;
+    t.ne[2] = t.ne[3] = 1;
+    return t;
+  }
+};
+
+// How RoPE pairs dimensions: llama-style files rotate adjacent pairs (2i, 2i+1); NeoX-style
+// (qwen2, qwen3) rotate (i, i + n_rot/2).
+enum class rope_mode { adjacent, neox };
+
+struct rope_params {
+  rope_mode mode = rope_mode::adjacent;
+  int32_t n_rot = 0;            // rotated dims per head (even, <= head_dim)
+  float freq_base = 10000.0f;   // theta_i = pos * freq_scale * base^(-2i/n_rot) / factor_i
+  float freq_scale = 1.0f;
+  const float* freq_factors = nullptr;  // [n_rot/2] host array, or nullptr
+};
+
+// One row's view of a layer's K/V memory for attention: positions [0, kv_len) of the cache.
+struct kv_view {
+  const tensor* k = nullptr;  // [n_kv_heads][capacity][head_dim] f32
+  const tensor* v = nullptr;  // [n_kv_heads][capacity][head_dim] f32
+  int64_t capacity = 0;
+};
+
+class backend {
+ public:
+  virtual ~backend() = default;
+  virtual const char* name() const = 0;
+
+  // ---- memory ---------------------------------------------------------------------------
+  virtual buffer_ptr alloc(size_t bytes) = 0;
+  // Read-only bytes that live on the host for the backend's lifetime (mapped weights): the CPU
+  // backend uses them in place, a device backend copies them to device memory.
+  virtual buffer_ptr import_host(const void* host, size_t bytes) = 0;
+  virtual void upload(buffer& dst, size_t offset, const void* src, size_t n) = 0;
+  virtual void download(const buffer& src, size_t offset, void* dst, size_t n) = 0;
+  virtual void synchronize() {}
+
+  // ---- ops --------------------------------------------------------------------------------
+  // out[i][:] = row ids[i] of table, dequantized. table [n_vocab][d] any dtype; out [n][d].
+  virtual void embed(const tensor& table, std::span<const int32_t> ids, const tensor& out) = 0;
+
+  // y[i][o] = sum_k x[i][k] * w[o][k]. w [n_out][n_in] any dtype; x [n][n_in]; y [n][n_out].
+  virtual void matmul(const tensor& w, const tensor& x, const tensor& y) = 0;
+
+  // y[i][c] += b[c]. b [c] f32.
+  virtual void add_bias(const tensor& y, const tensor& b) = 0;
+
+  // y[i] = x[i] / sqrt(mean(x[i]^2) + eps) * w. x, y [rows][c]; w [c] f32. y may alias x.
+  virtual void rmsnorm(const tensor& x, const tensor& w, float eps, const tensor& y) = 0;
+
+  // In place on x [n][n_heads][head_dim]: rotate row i's heads by angle(positions[i]).
+  virtual void rope(const tensor& x, int32_t n_heads, int32_t head_dim,
+                    std::span<const int32_t> positions, const rope_params& p) = 0;
+
+  // out = silu(gate) * up, element-wise. All [n][n_ff]. out may alias gate or up.
+  virtual void swiglu(const tensor& gate, const tensor& up, const tensor& out) = 0;
+
+  // a += b, element-wise, same shapes.
+  virtual void add(const tensor& a, const tensor& b) = 0;
+
+  // Write src [n][n_kv_heads][head_dim] into cache [n_kv_heads][capacity][head_dim] at
+  // slots[i] for row i.
+  virtual void store_kv(const tensor& cache, int64_t capacity, const tensor& src,
+                        std::span<const int32_t> slots) = 0;
+
+  // Dense attention with log-sum-exp. q [n][n_heads][head_dim]; row i attends to cache slots
+  // [0, kv_len[i]) of kv; head h reads kv head h / (n_heads / n_kv_heads).
+  //   out[i][h] = softmax(scale * q[i][h] . K^T) V        [n][n_heads][head_dim]
+  //   lse[i][h] = log sum_t exp(scale * q[i][h] . k_t)    [n][n_heads]   (natural log)
+  // kv_len[i] = 0 gives out = 0 and lse = -inf (an empty partial).
+  virtual void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, std::span<const int32_t> kv_len, float scale,
+                         const tensor& out, const tensor& lse) = 0;
+};
+
+enum class backend_kind { cpu };
+
+// A backend of the given kind; n_threads 0 = one per core. Throws SA_ERR_UNSUPPORTED for kinds
+// not compiled in.
+std::unique_ptr<backend> make_backend(backend_kind kind, int32_t n_threads);
+
+}  // namespace sa

@@ -1,0 +1,65 @@
+// The CPU backend: host memory buffers and the reference implementation of every op.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace sa::cpu {
+
+class cpu_buffer final : public buffer {
+ public:
+  explicit cpu_buffer(size_t bytes);                 // owned, 64-byte aligned, zeroed
+  cpu_buffer(const void* external, size_t bytes);    // borrowed, read-only
+  size_t size() const override { return size_; }
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+
+ private:
+  std::unique_ptr<uint8_t[], void (*)(uint8_t*)> owned_;
+  uint8_t* data_;
+  size_t size_;
+};
+
+class cpu_backend final : public backend {
+ public:
+  explicit cpu_backend(int32_t n_threads);
+  const char* name() const override { return "cpu"; }
+
+  buffer_ptr alloc(size_t bytes) override;
+  buffer_ptr import_host(const void* host, size_t bytes) override;
+  void upload(buffer& dst, size_t offset, const void* src, size_t n) override;
+  void download(const buffer& src, size_t offset, void* dst, size_t n) override;
+
+  void embed(const tensor& table, std::span<const int32_t> ids, const tensor& out) override;
+  void matmul(const tensor& w, const tensor& x, const tensor& y) override;
+  void add_bias(const tensor& y, const tensor& b) override;
+  void rmsnorm(const tensor& x, const tensor& w, float eps, const tensor& y) override;
+  void rope(const tensor& x, int32_t n_heads, int32_t head_dim, std::span<const int32_t> positions,
+            const rope_params& p) override;
+  void swiglu(const tensor& gate, const tensor& up, const tensor& out) override;
+  void add(const tensor& a, const tensor& b) override;
+  void store_kv(const tensor& cache, int64_t capacity, const tensor& src,
+                std::span<const int32_t> slots) override;
+  void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                 int32_t head_dim, std::span<const int32_t> kv_len, float scale, const tensor& out,
+                 const tensor& lse) override;
+
+  thread_pool& pool() { return pool_; }
+
+ private:
+  thread_pool pool_;
+  std::vector<std::vector<float>> scratch_;  // one per thread
+};
+
+// Host pointer to a tensor's first byte (the tensor must live in a cpu_buffer).
+uint8_t* data_of(const tensor& t);
+
+template <typename T>
+T* ptr(const tensor& t) {
+  return reinterpret_cast<T*>(data_of(t));
+}
+
+}  // namespace sa::cpu

@@ -1,0 +1,75 @@
+// Row-wise and element-wise ops: RMSNorm, RoPE, SwiGLU, residual add, bias add.
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+
+namespace sa::cpu {
+
+void add_bias_rows(float* y, int64_t rows, int64_t cols, const float* b) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c = 0; c < cols; ++c) y[i * cols + c] += b[c];
+}
+
+void rmsnorm_rows(thread_pool& pool, const float* x, int64_t rows, int64_t cols, const float* w,
+                  float eps, float* y) {
+  pool.parallel_for(rows, [&](int64_t b, int64_t e, int32_t) {
+    for (int64_t i = b; i < e; ++i) {
+      const float* xi = x + i * cols;
+      double ss = 0;
+      for (int64_t c = 0; c < cols; ++c) ss += static_cast<double>(xi[c]) * xi[c];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(cols) + eps));
+      float* yi = y + i * cols;
+      for (int64_t c = 0; c < cols; ++c) yi[c] = xi[c] * inv * w[c];
+    }
+  });
+}
+
+void rope_rows(thread_pool& pool, float* x, int64_t n, int32_t n_heads, int32_t head_dim,
+               std::span<const int32_t> positions, const rope_params& p) {
+  const int32_t half = p.n_rot / 2;
+  // Inverse frequencies in double: theta_i = pos * scale * base^(-2i/n_rot) / factor_i.
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int32_t i = 0; i < half; ++i) {
+    double f = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot) * p.freq_scale;
+    if (p.freq_factors) f /= p.freq_factors[i];
+    inv_freq[static_cast<size_t>(i)] = f;
+  }
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    for (int64_t r = b; r < e; ++r) {
+      const double pos = positions[static_cast<size_t>(r)];
+      for (int32_t i = 0; i < half; ++i) {
+        const double theta = pos * inv_freq[static_cast<size_t>(i)];
+        cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(theta));
+        sn[static_cast<size_t>(i)] = static_cast<float>(std::sin(theta));
+      }
+      for (int32_t h = 0; h < n_heads; ++h) {
+        float* v = x + (r * n_heads + h) * head_dim;
+        for (int32_t i = 0; i < half; ++i) {
+          // adjacent: pairs (2i, 2i+1); neox: pairs (i, i + n_rot/2)
+          const int32_t a = p.mode == rope_mode::adjacent ? 2 * i : i;
+          const int32_t c = p.mode == rope_mode::adjacent ? 2 * i + 1 : i + half;
+          const float x0 = v[a], x1 = v[c];
+          v[a] = x0 * cs[static_cast<size_t>(i)] - x1 * sn[static_cast<size_t>(i)];
+          v[c] = x0 * sn[static_cast<size_t>(i)] + x1 * cs[static_cast<size_t>(i)];
+        }
+      }
+    }
+  });
+}
+
+void swiglu_elems(thread_pool& pool, const float* gate, const float* up, float* out, int64_t n) {
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) {
+    for (int64_t i = b; i < e; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
+}
+
+void add_elems(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+}  // namespace sa::cpu

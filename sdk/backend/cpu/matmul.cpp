@@ -1,0 +1,72 @@
+// Matrix product on quantized weights: y = x · Wᵀ.
+//
+// Each thread owns a contiguous range of weight rows. It dequantizes a tile of TILE rows into
+// fp32 once and multiplies it with every input row, so a weight byte is read once per call no
+// matter how many rows the batch has. The inner product keeps 8 interleaved partial sums, a
+// loop shape compilers vectorize without -ffast-math, and sums them in a fixed order; a row's
+// result is therefore the same whatever tile or thread it lands in.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/ops.h"
+#include "quant/quants.h"
+
+namespace sa::cpu {
+
+namespace {
+constexpr int64_t TILE = 4;
+constexpr int64_t LANES = 8;
+
+// out[r] = w[r] . x for the r < rows rows of w [rows][n] (row stride n).
+void dot_tile(const float* w, int64_t rows, const float* x, int64_t n, float* out) {
+  for (int64_t r = 0; r < rows; ++r) out[r] = dot_f32(w + r * n, x, n);
+}
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float acc[LANES] = {};
+  int64_t k = 0;
+  for (; k + LANES <= n; k += LANES)
+    for (int64_t j = 0; j < LANES; ++j) acc[j] += a[k + j] * b[k + j];
+  for (int64_t j = 0; k < n; ++k, ++j) acc[j] += a[k] * b[k];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,
+                 size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
+                 float* y) {
+  pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t thread) {
+    std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
+    if (type != dtype::f32 && buf.size() < static_cast<size_t>(TILE * n_in))
+      buf.resize(static_cast<size_t>(TILE * n_in));
+    float out[TILE];
+    for (int64_t o = begin; o < end; o += TILE) {
+      const int64_t rows = std::min(TILE, end - o);
+      const float* tile;
+      if (type == dtype::f32) {
+        tile = reinterpret_cast<const float*>(w + static_cast<size_t>(o) * w_row_size);
+      } else {
+        for (int64_t r = 0; r < rows; ++r)
+          dequantize_row(type, w + static_cast<size_t>(o + r) * w_row_size, buf.data() + r * n_in,
+                         n_in);
+        tile = buf.data();
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        dot_tile(tile, rows, x + i * n_in, n_in, out);
+        std::memcpy(y + i * n_out + o, out, static_cast<size_t>(rows) * sizeof(float));
+      }
+    }
+  });
+}
+
+void embed_rows(thread_pool& pool, dtype type, const uint8_t* table, size_t row_size,
+                int64_t n_cols, int64_t n_rows, std::span<const int32_t> ids, float* out) {
+  (void)n_rows;  // ids were validated against the vocabulary by the caller
+  pool.parallel_for(static_cast<int64_t>(ids.size()), [&](int64_t b, int64_t e, int32_t) {
+    for (int64_t i = b; i < e; ++i)
+      dequantize_row(type, table + static_cast<size_t>(ids[static_cast<size_t>(i)]) * row_size,
+                     out + i * n_cols, n_cols);
+  });
+}
+
+}  // namespace sa::cpu

@@ -1,0 +1,43 @@
+// CPU reference ops on host pointers. Each output element is computed by one thread with the
+// same arithmetic whatever the thread count, so results do not depend on it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace sa::cpu {
+
+using scratch_t = std::vector<std::vector<float>>;  // one growable buffer per thread
+
+// out[i][:] = dequantized row ids[i] of table [n_rows][n_cols].
+void embed_rows(thread_pool& pool, dtype type, const uint8_t* table, size_t row_size,
+                int64_t n_cols, int64_t n_rows, std::span<const int32_t> ids, float* out);
+
+// y[i][o] = x[i] . w[o]; w [n_out][n_in] of `type`, x [n][n_in], y [n][n_out].
+void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,
+                 size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
+                 float* y);
+
+// Plain f32 dot product with a fixed summation order (8 interleaved partial sums).
+float dot_f32(const float* a, const float* b, int64_t n);
+
+void add_bias_rows(float* y, int64_t rows, int64_t cols, const float* b);
+void rmsnorm_rows(thread_pool& pool, const float* x, int64_t rows, int64_t cols, const float* w,
+                  float eps, float* y);
+void rope_rows(thread_pool& pool, float* x, int64_t n, int32_t n_heads, int32_t head_dim,
+               std::span<const int32_t> positions, const rope_params& p);
+void swiglu_elems(thread_pool& pool, const float* gate, const float* up, float* out, int64_t n);
+void add_elems(float* a, const float* b, int64_t n);
+
+// q [n][n_heads][head_dim]; k, v [n_kv_heads][capacity][head_dim];
+// out [n][n_heads][head_dim]; lse [n][n_heads].
+void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
+                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const float* k,
+                    const float* v, int64_t capacity, std::span<const int32_t> kv_len, float scale,
+                    float* out, float* lse);
+
+}  // namespace sa::cpu
