@@ -1,0 +1,162 @@
+// sa_session_*, sa_prefill, sa_sample, sa_decode_step.
+#include "api/handles.h"
+
+using sa::api::guarded;
+using sa::api::registry;
+using sa::api::require_live;
+
+namespace {
+
+sa::session_config to_config(const sa_session_params& p) {
+  sa::session_config c;
+  switch (p.backend) {
+    case SA_BACKEND_AUTO:
+    case SA_BACKEND_CPU: c.backend = sa::backend_kind::cpu; break;
+    case SA_BACKEND_CUDA:
+    case SA_BACKEND_VULKAN:
+      sa::fail(SA_ERR_UNSUPPORTED, "backend %d is not compiled into this build (CPU only)", p.backend);
+    default: sa::fail(SA_ERR_INVALID_ARG, "backend %d is not an SA_BACKEND_* value", p.backend);
+  }
+  if (p.n_threads < 0 || p.n_threads > 1024)
+    sa::fail(SA_ERR_INVALID_ARG, "n_threads %d is outside [0, 1024]", p.n_threads);
+  if (p.n_ctx < 0) sa::fail(SA_ERR_INVALID_ARG, "n_ctx %d is negative", p.n_ctx);
+  if (p.n_batch < 0 || p.n_batch > 65536)
+    sa::fail(SA_ERR_INVALID_ARG, "n_batch %d is outside [0, 65536]", p.n_batch);
+  if (p.memory != SA_MEMORY_DENSE)
+    sa::fail(SA_ERR_INVALID_ARG, "memory %d is not an SA_MEMORY_* value", p.memory);
+  if (!(p.temperature >= 0.0f)) sa::fail(SA_ERR_INVALID_ARG, "temperature must be >= 0");
+  if (p.top_k < 0) sa::fail(SA_ERR_INVALID_ARG, "top_k %d is negative", p.top_k);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) sa::fail(SA_ERR_INVALID_ARG, "top_p must be in (0, 1]");
+  c.n_threads = p.n_threads;
+  c.n_ctx = p.n_ctx;
+  c.n_batch = p.n_batch;
+  c.memory = sa::memory_kind::dense;
+  c.sampling.temperature = p.temperature;
+  c.sampling.top_k = p.top_k;
+  c.sampling.top_p = p.top_p;
+  c.sampling.seed = p.seed;
+  return c;
+}
+
+// Runs f on a live session, recording failures on it.
+template <typename F>
+sa_status on_session(sa_session* s, F&& f) {
+  if (!registry<sa_session>::contains(s))
+    return guarded(nullptr, [&] { require_live(s, "session"); });
+  return guarded(&s->errmsg, [&] { f(*s->impl); });
+}
+
+sa_status sampled(sa_session* s, int32_t token, int32_t* out_token) {
+  *out_token = token;
+  return s->impl->get_model().vocab().is_eog(token) ? SA_DONE : SA_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+void sa_session_params_init(sa_session_params* params) {
+  if (!params) return;
+  *params = sa_session_params{};
+  params->struct_size = sizeof(sa_session_params);
+  params->backend = SA_BACKEND_AUTO;
+  params->memory = SA_MEMORY_DENSE;
+  params->temperature = 0.0f;
+  params->top_p = 1.0f;
+}
+
+sa_status sa_session_create(sa_model* model, const sa_session_params* params,
+                            sa_session** out_session) {
+  return guarded(nullptr, [&] {
+    if (!out_session) sa::fail(SA_ERR_INVALID_ARG, "out_session is NULL");
+    *out_session = nullptr;
+    require_live(model, "model");
+    sa_session_params defaults;
+    sa_session_params_init(&defaults);
+    const sa::session_config c =
+        to_config(sa::api::read_params(params, defaults, "sa_session_params"));
+    auto s = std::make_unique<sa_session>();
+    s->model = model->impl;
+    s->impl = std::make_unique<sa::session>(model->impl, c);
+    registry<sa_session>::add(s.get());
+    *out_session = s.release();
+  });
+}
+
+void sa_session_destroy(sa_session* session) {
+  if (!session || !registry<sa_session>::remove(session)) return;
+  delete session;
+}
+
+const char* sa_session_errmsg(const sa_session* session) {
+  if (!session) return "session is NULL";
+  if (!registry<sa_session>::contains(session)) return "session is not a live handle (destroyed?)";
+  return session->errmsg.c_str();
+}
+
+sa_status sa_prefill(sa_session* session, const int32_t* tokens, size_t n_tokens,
+                     sa_progress_fn progress, void* user_data) {
+  return on_session(session, [&](sa::session& s) {
+    if (!tokens && n_tokens) sa::fail(SA_ERR_INVALID_ARG, "tokens is NULL but n_tokens is %zu", n_tokens);
+    sa::progress_fn cb;
+    if (progress)
+      cb = [&](size_t done, size_t total) { return progress(done, total, user_data) == 0; };
+    s.prefill(std::span<const int32_t>(tokens, n_tokens), cb);
+  });
+}
+
+sa_status sa_sample(sa_session* session, int32_t* out_token) {
+  int32_t token = -1;
+  const sa_status st = on_session(session, [&](sa::session& s) {
+    if (!out_token) sa::fail(SA_ERR_INVALID_ARG, "out_token is NULL");
+    token = s.sample();
+  });
+  return st == SA_OK ? sampled(session, token, out_token) : st;
+}
+
+sa_status sa_decode_step(sa_session* session, int32_t token_in, int32_t* out_token) {
+  int32_t token = -1;
+  const sa_status st = on_session(session, [&](sa::session& s) {
+    s.decode(token_in);
+    if (out_token) token = s.sample();
+  });
+  if (st != SA_OK || !out_token) return st;
+  return sampled(session, token, out_token);
+}
+
+const float* sa_session_logits(const sa_session* session, int32_t* out_n_vocab) {
+  if (out_n_vocab) *out_n_vocab = 0;
+  if (!registry<sa_session>::contains(session) || !session->impl->has_logits()) return nullptr;
+  if (out_n_vocab) *out_n_vocab = static_cast<int32_t>(session->impl->logits().size());
+  return session->impl->logits().data();
+}
+
+sa_status sa_session_tokens(const sa_session* session, const int32_t** out_tokens, size_t* out_n) {
+  return on_session(const_cast<sa_session*>(session), [&](sa::session& s) {
+    if (!out_tokens || !out_n) sa::fail(SA_ERR_INVALID_ARG, "out_tokens or out_n is NULL");
+    *out_tokens = s.tokens().data();
+    *out_n = s.tokens().size();
+  });
+}
+
+sa_status sa_session_reset(sa_session* session) {
+  return on_session(session, [&](sa::session& s) { s.reset(); });
+}
+
+sa_status sa_session_stats(const sa_session* session, sa_stats* out) {
+  return on_session(const_cast<sa_session*>(session), [&](sa::session& s) {
+    const sa::session_stats st = s.stats();
+    sa_stats o{};
+    o.n_tokens = st.n_tokens;
+    o.n_kv_tokens = st.n_kv_tokens;
+    o.kv_bytes_held = st.kv_bytes_held;
+    o.kv_bytes_capacity = st.kv_bytes_capacity;
+    o.kv_bytes_read_last_step = st.kv_bytes_read_last_call;
+    o.weight_bytes = st.weight_bytes;
+    o.last_call_ms = st.last_call_ms;
+    o.last_call_tokens = st.last_call_tokens;
+    sa::api::write_info(out, o, "sa_stats");
+  });
+}
+
+}  // extern "C"

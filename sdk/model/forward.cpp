@@ -1,0 +1,115 @@
+// The decode step, top to bottom.
+//
+//   x = embed(tokens)
+//   for each layer:
+//     xn = rmsnorm(x) · attn_norm
+//     q, k, v = xn·Wq (+bq), xn·Wk (+bk), xn·Wv (+bv)     [qwen3: per-head rmsnorm on q, k]
+//     q, k = rope(q, k, positions)
+//     memory[slots] = k, v
+//     att, lse = attention(q, memory[0 .. kv_len))
+//     x += att·Wo
+//     xn = rmsnorm(x) · ffn_norm
+//     x += (silu(xn·Wgate) * xn·Wup)·Wdown
+//   logits = (rmsnorm(x) · output_norm)·Woutᵀ      for the last n_logit_rows rows
+#include "model/forward.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace sa {
+
+namespace {
+tensor make(backend& be, std::vector<buffer_ptr>& owned, int64_t cols, int64_t rows) {
+  owned.push_back(be.alloc(static_cast<size_t>(cols * rows) * sizeof(float)));
+  tensor t;
+  t.buf = owned.back().get();
+  t.ne[0] = cols;
+  t.ne[1] = rows;
+  return t;
+}
+}  // namespace
+
+workspace::workspace(backend& be, const hparams& hp, int64_t rows, int64_t logit_rows)
+    : max_rows(rows), max_logit_rows(logit_rows) {
+  const int64_t q_dim = int64_t{hp.n_heads} * hp.head_dim;
+  const int64_t kv_dim = int64_t{hp.n_kv_heads} * hp.head_dim;
+  x = make(be, buffers_, hp.n_embd, rows);
+  xn = make(be, buffers_, hp.n_embd, rows);
+  q = make(be, buffers_, q_dim, rows);
+  k = make(be, buffers_, kv_dim, rows);
+  v = make(be, buffers_, kv_dim, rows);
+  att = make(be, buffers_, q_dim, rows);
+  lse = make(be, buffers_, hp.n_heads, rows);
+  gate = make(be, buffers_, hp.n_ff, rows);
+  up = make(be, buffers_, hp.n_ff, rows);
+  logits = make(be, buffers_, hp.n_vocab, logit_rows);
+}
+
+uint64_t forward(backend& be, const hparams& hp, const device_weights& w, dense_memory& mem,
+                 workspace& ws, const batch& b) {
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  if (n == 0 || n > ws.max_rows || b.n_logit_rows < 0 || b.n_logit_rows > n ||
+      b.n_logit_rows > ws.max_logit_rows)
+    fail(SA_ERR_INTERNAL, "forward: %lld rows (max %lld), %lld logit rows", static_cast<long long>(n),
+         static_cast<long long>(ws.max_rows), static_cast<long long>(b.n_logit_rows));
+
+  const tensor x = ws.x.row_range(0, n), xn = ws.xn.row_range(0, n);
+  const tensor q = ws.q.row_range(0, n), k = ws.k.row_range(0, n), v = ws.v.row_range(0, n);
+  const tensor att = ws.att.row_range(0, n), lse = ws.lse.row_range(0, n);
+  const tensor gate = ws.gate.row_range(0, n), up = ws.up.row_range(0, n);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  rope_params rope = hp.rope;
+  if (!w.rope_freqs.empty()) rope.freq_factors = w.rope_freqs.data();
+
+  uint64_t kv_bytes_read = 0;
+  for (int32_t len : b.kv_len) kv_bytes_read += static_cast<uint64_t>(len);
+  kv_bytes_read *= mem.bytes_per_token();
+
+  be.embed(w.token_embd, b.tokens, x);
+
+  for (int32_t l = 0; l < hp.n_layers; ++l) {
+    const device_layer& L = w.layers[static_cast<size_t>(l)];
+
+    // ---- attention ----
+    be.rmsnorm(x, L.attn_norm, hp.rms_eps, xn);
+    be.matmul(L.wq, xn, q);
+    be.matmul(L.wk, xn, k);
+    be.matmul(L.wv, xn, v);
+    if (hp.qkv_bias) {
+      be.add_bias(q, L.bq);
+      be.add_bias(k, L.bk);
+      be.add_bias(v, L.bv);
+    }
+    if (hp.qk_norm) {
+      be.rmsnorm(q.as_2d(hp.head_dim), L.q_norm, hp.rms_eps, q.as_2d(hp.head_dim));
+      be.rmsnorm(k.as_2d(hp.head_dim), L.k_norm, hp.rms_eps, k.as_2d(hp.head_dim));
+    }
+    be.rope(q, hp.n_heads, hp.head_dim, b.positions, rope);
+    be.rope(k, hp.n_kv_heads, hp.head_dim, b.positions, rope);
+    be.store_kv(mem.k(l), mem.capacity(), k, b.slots);
+    be.store_kv(mem.v(l), mem.capacity(), v, b.slots);
+    const kv_view kv{&mem.k(l), &mem.v(l), mem.capacity()};
+    be.attention(q, kv, hp.n_heads, hp.n_kv_heads, hp.head_dim, b.kv_len, scale, att, lse);
+    be.matmul(L.wo, att, xn);
+    be.add(x, xn);
+
+    // ---- feed-forward ----
+    be.rmsnorm(x, L.ffn_norm, hp.rms_eps, xn);
+    be.matmul(L.gate, xn, gate);
+    be.matmul(L.up, xn, up);
+    be.swiglu(gate, up, gate);
+    be.matmul(L.down, gate, xn);
+    be.add(x, xn);
+  }
+
+  if (b.n_logit_rows > 0) {
+    const tensor last = x.row_range(n - b.n_logit_rows, b.n_logit_rows);
+    const tensor last_n = xn.row_range(n - b.n_logit_rows, b.n_logit_rows);
+    be.rmsnorm(last, w.output_norm, hp.rms_eps, last_n);
+    be.matmul(w.output, last_n, ws.logits.row_range(0, b.n_logit_rows));
+  }
+  return kv_bytes_read;
+}
+
+}  // namespace sa
