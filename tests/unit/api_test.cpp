@@ -1,0 +1,279 @@
+// The C ABI's promises: misuse returns statuses with messages, failed calls change nothing,
+// versioned structs, model/session lifetimes.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sa/sa.h"
+#include "test_util.h"
+#include "tiny_model.h"
+
+namespace {
+
+class api : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = sa_test::temp_path("api.gguf");
+    sa_test::tiny_model_options o;
+    o.matrix_type = sa::dtype::q8_0;
+    o.n_ctx_train = 64;
+    sa_test::write_tiny_model(path_, o);
+    ASSERT_EQ(sa_model_load(path_.c_str(), nullptr, &model_), SA_OK) << sa_last_error();
+  }
+  void TearDown() override {
+    sa_model_destroy(model_);
+    std::remove(path_.c_str());
+  }
+  sa_session* make_session(int32_t n_ctx = 0, int32_t n_batch = 0) {
+    sa_session_params p;
+    sa_session_params_init(&p);
+    p.n_threads = 2;
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    sa_session* s = nullptr;
+    EXPECT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+    return s;
+  }
+  std::vector<int32_t> tokenize(const char* text) {
+    size_t n = 0;
+    sa_tokenize(model_, text, std::strlen(text), SA_TOKENIZE_ADD_SPECIAL, nullptr, 0, &n);
+    std::vector<int32_t> t(n);
+    EXPECT_EQ(sa_tokenize(model_, text, std::strlen(text), SA_TOKENIZE_ADD_SPECIAL, t.data(), n, &n),
+              SA_OK);
+    return t;
+  }
+  std::string path_;
+  sa_model* model_ = nullptr;
+};
+
+TEST_F(api, errors_name_what_was_wrong) {
+  sa_model* m = nullptr;
+  const std::string missing = sa_test::temp_path("missing.gguf");
+  EXPECT_EQ(sa_model_load(missing.c_str(), nullptr, &m), SA_ERR_IO);
+  EXPECT_NE(std::string(sa_last_error()).find(missing), std::string::npos);
+  sa_session* s = make_session();
+  EXPECT_EQ(sa_decode_step(s, 100000, nullptr), SA_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(sa_session_errmsg(s)).find("100000"), std::string::npos);
+  sa_session_destroy(s);
+}
+
+TEST_F(api, context_full_leaves_the_session_unchanged) {
+  sa_session* s = make_session(/*n_ctx=*/16);
+  const std::vector<int32_t> t = tokenize("hello there");
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  const std::vector<float> before(sa_session_logits(s, nullptr),
+                                  sa_session_logits(s, nullptr) + 265);
+  std::vector<int32_t> many(20, 104);
+  EXPECT_EQ(sa_prefill(s, many.data(), many.size(), nullptr, nullptr), SA_ERR_CONTEXT_FULL);
+  sa_stats st{};
+  st.struct_size = sizeof st;
+  ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
+  EXPECT_EQ(st.n_tokens, t.size());
+  EXPECT_EQ(std::vector<float>(sa_session_logits(s, nullptr), sa_session_logits(s, nullptr) + 265),
+            before);
+  // Filling exactly to capacity works; one more token does not.
+  std::vector<int32_t> rest(16 - t.size(), 104);
+  EXPECT_EQ(sa_prefill(s, rest.data(), rest.size(), nullptr, nullptr), SA_OK);
+  EXPECT_EQ(sa_decode_step(s, 104, nullptr), SA_ERR_CONTEXT_FULL);
+  sa_session_destroy(s);
+}
+
+int32_t cancel_at_second_chunk(size_t done, size_t, void* calls) {
+  ++*static_cast<int*>(calls);
+  return done >= 4 ? 1 : 0;
+}
+
+TEST_F(api, cancelled_prefill_rolls_back_exactly) {
+  const std::vector<int32_t> head = tokenize("the cat");
+  const std::vector<int32_t> tail = tokenize("sat in the hat");
+  sa_session* a = make_session(0, 2);
+  sa_session* b = make_session(0, 2);
+  ASSERT_EQ(sa_prefill(a, head.data(), head.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_prefill(b, head.data(), head.size(), nullptr, nullptr), SA_OK);
+  int calls = 0;
+  EXPECT_EQ(sa_prefill(a, tail.data(), tail.size(), cancel_at_second_chunk, &calls),
+            SA_ERR_CANCELLED);
+  EXPECT_EQ(calls, 2);
+  const int32_t* hist = nullptr;
+  size_t n = 0;
+  ASSERT_EQ(sa_session_tokens(a, &hist, &n), SA_OK);
+  EXPECT_EQ(n, head.size());
+  // After the cancelled call, a's next results equal b's, which never saw it.
+  ASSERT_EQ(sa_prefill(a, tail.data(), tail.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_prefill(b, tail.data(), tail.size(), nullptr, nullptr), SA_OK);
+  int32_t n_vocab = 0;
+  const float* la = sa_session_logits(a, &n_vocab);
+  const float* lb = sa_session_logits(b, nullptr);
+  EXPECT_EQ(std::vector<float>(la, la + n_vocab), std::vector<float>(lb, lb + n_vocab));
+  sa_session_destroy(a);
+  sa_session_destroy(b);
+}
+
+TEST_F(api, versioned_structs_accept_older_and_reject_unknown_newer_fields) {
+  // An older caller's struct that ends before `n_ctx`: the rest takes defaults.
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.struct_size = offsetof(sa_session_params, n_ctx);
+  sa_session* s = nullptr;
+  EXPECT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+  sa_session_destroy(s);
+  // A newer caller's larger struct with zeroed extra fields is accepted; non-zero is refused.
+  struct {
+    sa_session_params p;
+    uint64_t future;
+  } bigger;
+  sa_session_params_init(&bigger.p);
+  bigger.p.struct_size = sizeof bigger;
+  bigger.future = 0;
+  EXPECT_EQ(sa_session_create(model_, &bigger.p, &s), SA_OK);
+  sa_session_destroy(s);
+  bigger.future = 1;
+  EXPECT_EQ(sa_session_create(model_, &bigger.p, &s), SA_ERR_UNSUPPORTED);
+  EXPECT_EQ(s, nullptr);
+  // Info structs are filled up to the caller's size.
+  sa_model_desc small{};
+  small.struct_size = offsetof(sa_model_desc, name);
+  std::memset(small.name, 'x', sizeof small.name);
+  EXPECT_EQ(sa_model_info(model_, &small), SA_OK);
+  EXPECT_STREQ(small.architecture, "llama");
+  EXPECT_EQ(small.name[0], 'x');
+}
+
+TEST_F(api, invalid_params_are_rejected_with_their_name) {
+  const struct {
+    void (*set)(sa_session_params*);
+    const char* name;
+  } cases[] = {
+      {[](sa_session_params* p) { p->n_threads = -1; }, "n_threads"},
+      {[](sa_session_params* p) { p->n_batch = -5; }, "n_batch"},
+      {[](sa_session_params* p) { p->memory = 42; }, "memory"},
+      {[](sa_session_params* p) { p->backend = 9; }, "backend"},
+      {[](sa_session_params* p) { p->temperature = -1; }, "temperature"},
+      {[](sa_session_params* p) { p->top_k = -3; }, "top_k"},
+      {[](sa_session_params* p) { p->top_p = 0; }, "top_p"},
+  };
+  for (const auto& c : cases) {
+    sa_session_params p;
+    sa_session_params_init(&p);
+    c.set(&p);
+    sa_session* s = nullptr;
+    EXPECT_EQ(sa_session_create(model_, &p, &s), SA_ERR_INVALID_ARG) << c.name;
+    EXPECT_NE(std::string(sa_last_error()).find(c.name), std::string::npos) << sa_last_error();
+    EXPECT_EQ(s, nullptr);
+  }
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CUDA;
+  sa_session* s = nullptr;
+  EXPECT_EQ(sa_session_create(model_, &p, &s), SA_ERR_UNSUPPORTED);
+}
+
+TEST_F(api, destroyed_and_null_handles_are_misuse) {
+  sa_session* s = make_session();
+  sa_session_destroy(s);
+  int32_t t = 0;
+  EXPECT_EQ(sa_prefill(s, &t, 1, nullptr, nullptr), SA_ERR_MISUSE);
+  EXPECT_EQ(sa_sample(s, &t), SA_ERR_MISUSE);
+  EXPECT_EQ(sa_session_reset(s), SA_ERR_MISUSE);
+  EXPECT_EQ(sa_session_logits(s, nullptr), nullptr);
+  EXPECT_NE(std::string(sa_session_errmsg(s)).find("destroyed"), std::string::npos);
+  size_t n = 0;
+  EXPECT_EQ(sa_tokenize(nullptr, "a", 1, 0, nullptr, 0, &n), SA_ERR_MISUSE);
+  EXPECT_EQ(sa_tokenize(model_, "a", 1, 0x80, nullptr, 0, &n), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(sa_tokenize(model_, nullptr, 3, 0, nullptr, 0, &n), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(sa_token_is_eog(nullptr, 0), 0);
+  sa_detokenizer* d = nullptr;
+  ASSERT_EQ(sa_detokenizer_create(model_, 0, &d), SA_OK);
+  sa_detokenizer_destroy(d);
+  char buf[8];
+  EXPECT_EQ(sa_detokenizer_push(d, 65, buf, sizeof buf, &n), SA_ERR_MISUSE);
+}
+
+TEST_F(api, sessions_outlive_their_model_handle) {
+  sa_session* s = make_session();
+  sa_detokenizer* d = nullptr;
+  ASSERT_EQ(sa_detokenizer_create(model_, 0, &d), SA_OK);
+  const std::vector<int32_t> t = tokenize("hello");
+  sa_model_destroy(model_);
+  model_ = nullptr;
+  int32_t next = -1;
+  EXPECT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  EXPECT_GE(sa_sample(s, &next), SA_OK);
+  char buf[64];
+  size_t n = 0;
+  EXPECT_EQ(sa_detokenizer_push(d, 'h', buf, sizeof buf, &n), SA_OK);
+  sa_detokenizer_destroy(d);
+  sa_session_destroy(s);
+}
+
+TEST_F(api, detokenizer_never_splits_a_character) {
+  // "é" is two bytes (C3 A9), here as two byte tokens: C3 -> id 195, A9 -> id 169 in the
+  // byte-ordered vocabulary of the tiny model.
+  sa_detokenizer* d = nullptr;
+  ASSERT_EQ(sa_detokenizer_create(model_, 0, &d), SA_OK);
+  char buf[16];
+  size_t n = 99;
+  EXPECT_EQ(sa_detokenizer_push(d, 0xC3, buf, sizeof buf, &n), SA_OK);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(sa_detokenizer_push(d, 0xA9, buf, 1, &n), SA_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(sa_detokenizer_push(d, 0xA9, buf, sizeof buf, &n), SA_OK);
+  EXPECT_EQ(std::string(buf, n), "\xC3\xA9");
+  EXPECT_EQ(sa_detokenizer_push(d, 0xC3, buf, sizeof buf, &n), SA_OK);
+  EXPECT_EQ(sa_detokenizer_flush(d, buf, sizeof buf, &n), SA_OK);
+  EXPECT_EQ(std::string(buf, n), "\xEF\xBF\xBD");  // an incomplete character becomes U+FFFD
+  sa_detokenizer_destroy(d);
+}
+
+TEST_F(api, meta_strings_and_model_info) {
+  char buf[64];
+  size_t n = 0;
+  EXPECT_EQ(sa_model_meta_string(model_, "general.architecture", buf, sizeof buf, &n), SA_OK);
+  EXPECT_STREQ(buf, "llama");
+  EXPECT_EQ(sa_model_meta_string(model_, "llama.block_count", buf, sizeof buf, &n), SA_OK);
+  EXPECT_STREQ(buf, "2");
+  EXPECT_EQ(sa_model_meta_string(model_, "general.architecture", buf, 3, &n), SA_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(n, 5u);
+  EXPECT_EQ(sa_model_meta_string(model_, "no.such.key", buf, sizeof buf, &n), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(sa_model_meta_string(model_, "tokenizer.ggml.tokens", buf, sizeof buf, &n),
+            SA_ERR_INVALID_ARG);
+  sa_model_desc d{};
+  d.struct_size = sizeof d;
+  ASSERT_EQ(sa_model_info(model_, &d), SA_OK);
+  EXPECT_EQ(d.n_layers, 2);
+  EXPECT_EQ(d.n_heads, 4);
+  EXPECT_EQ(d.n_kv_heads, 2);
+  EXPECT_EQ(d.head_dim, 64);
+  EXPECT_EQ(d.n_vocab, 265);
+  EXPECT_EQ(d.n_ctx_train, 64);
+  EXPECT_EQ(d.bos_token, 261);
+}
+
+TEST_F(api, stats_count_kv_bytes) {
+  sa_session* s = make_session();
+  const std::vector<int32_t> t = tokenize("hello world");
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_decode_step(s, 104, nullptr), SA_OK);
+  sa_stats st{};
+  st.struct_size = sizeof st;
+  ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
+  // 2 layers x (K + V) x 2 kv heads x 64 dims x 4 bytes per token
+  const uint64_t per_token = 2 * 2 * 2 * 64 * 4;
+  EXPECT_EQ(st.n_tokens, t.size() + 1);
+  EXPECT_EQ(st.kv_bytes_held, per_token * (t.size() + 1));
+  EXPECT_EQ(st.kv_bytes_read_last_step, per_token * (t.size() + 1));  // dense: all of them
+  EXPECT_EQ(st.last_call_tokens, 1u);
+  sa_session_destroy(s);
+}
+
+TEST(api_static, version_and_strings) {
+  EXPECT_EQ(sa_version_number(), SA_VERSION_NUMBER);
+  EXPECT_STREQ(sa_version_string(), SA_VERSION_STRING);
+  for (sa_status st = SA_OK; st <= SA_ERR_INTERNAL; ++st)
+    EXPECT_STRNE(sa_errstr(st), "unknown status") << st;
+}
+
+}  // namespace

@@ -1,0 +1,290 @@
+// Every CPU op against a naive double-precision reference written here, with awkward sizes.
+// The same calls go through the backend interface, so this file is the parity harness that
+// other backends will run too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "quant/quants.h"
+
+namespace {
+
+using sa::dtype;
+using sa::tensor;
+
+struct harness {
+  std::unique_ptr<sa::backend> be = sa::make_backend(sa::backend_kind::cpu, 3);
+  std::vector<sa::buffer_ptr> owned;
+
+  tensor upload(const std::vector<float>& host, int64_t cols, int64_t rows = 1) {
+    owned.push_back(be->alloc(host.size() * sizeof(float)));
+    be->upload(*owned.back(), 0, host.data(), host.size() * sizeof(float));
+    tensor t;
+    t.buf = owned.back().get();
+    t.ne[0] = cols;
+    t.ne[1] = rows;
+    return t;
+  }
+  tensor upload_raw(const std::vector<uint8_t>& bytes, dtype type, int64_t cols, int64_t rows) {
+    owned.push_back(be->alloc(bytes.size()));
+    be->upload(*owned.back(), 0, bytes.data(), bytes.size());
+    tensor t;
+    t.buf = owned.back().get();
+    t.type = type;
+    t.ne[0] = cols;
+    t.ne[1] = rows;
+    return t;
+  }
+  std::vector<float> download(const tensor& t) {
+    std::vector<float> host(static_cast<size_t>(t.ne[0] * t.rows()));
+    be->download(*t.buf, t.offset, host.data(), host.size() * sizeof(float));
+    return host;
+  }
+};
+
+std::vector<float> random_vec(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Relative error ||a - b|| / ||b||.
+double rel_err(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+class matmul_types : public ::testing::TestWithParam<dtype> {};
+
+TEST_P(matmul_types, matches_double_reference_on_dequantized_weights) {
+  const dtype type = GetParam();
+  const int64_t block = sa::traits(type).block_elems;
+  const int64_t n_in = block == 256 ? 512 : 96, n_out = 37;
+  for (int64_t n_rows : {1, 2, 5, 17}) {
+    harness h;
+    const std::vector<float> wf = random_vec(static_cast<size_t>(n_in * n_out), 7);
+    std::vector<uint8_t> wq(static_cast<size_t>(sa::row_bytes(type, n_in) * n_out));
+    for (int64_t o = 0; o < n_out; ++o)
+      sa::quantize_row(type, wf.data() + o * n_in, wq.data() + o * sa::row_bytes(type, n_in), n_in);
+    // The reference multiplies by the weights the format actually stores.
+    std::vector<float> wd(wf.size());
+    for (int64_t o = 0; o < n_out; ++o)
+      sa::dequantize_row(type, wq.data() + o * sa::row_bytes(type, n_in), wd.data() + o * n_in, n_in);
+    const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n_rows), 11);
+    std::vector<double> ref(static_cast<size_t>(n_out * n_rows));
+    for (int64_t i = 0; i < n_rows; ++i)
+      for (int64_t o = 0; o < n_out; ++o) {
+        double s = 0;
+        for (int64_t k = 0; k < n_in; ++k) s += double{wd[o * n_in + k]} * x[i * n_in + k];
+        ref[i * n_out + o] = s;
+      }
+    const tensor w = h.upload_raw(wq, type, n_in, n_out);
+    const tensor xt = h.upload(x, n_in, n_rows);
+    const tensor y = h.upload(std::vector<float>(ref.size(), NAN), n_out, n_rows);
+    h.be->matmul(w, xt, y);
+    EXPECT_LT(rel_err(h.download(y), ref), 1e-5) << sa::traits(type).name << " rows " << n_rows;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(all, matmul_types,
+                         ::testing::Values(dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0,
+                                           dtype::q4_0, dtype::q4_k, dtype::q6_k));
+
+TEST(ops, matmul_rows_do_not_depend_on_batch_or_threads) {
+  // Row i of a batched product equals the product of row i alone, bit for bit.
+  const int64_t n_in = 64, n_out = 23, n = 9;
+  const std::vector<float> w = random_vec(static_cast<size_t>(n_in * n_out), 3);
+  const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n), 4);
+  std::vector<float> batched;
+  for (int threads : {1, 2, 5}) {
+    auto be = sa::make_backend(sa::backend_kind::cpu, threads);
+    harness h;
+    h.be = std::move(be);
+    const tensor wt = h.upload(w, n_in, n_out), xt = h.upload(x, n_in, n);
+    const tensor y = h.upload(std::vector<float>(static_cast<size_t>(n_out * n)), n_out, n);
+    h.be->matmul(wt, xt, y);
+    const std::vector<float> got = h.download(y);
+    if (batched.empty()) batched = got;
+    EXPECT_EQ(got, batched) << threads << " threads";
+    for (int64_t i = 0; i < n; ++i) {
+      const tensor yi = h.upload(std::vector<float>(static_cast<size_t>(n_out)), n_out, 1);
+      h.be->matmul(wt, xt.row_range(i, 1), yi);
+      const std::vector<float> one = h.download(yi);
+      for (int64_t o = 0; o < n_out; ++o) EXPECT_EQ(one[o], got[i * n_out + o]);
+    }
+  }
+}
+
+TEST(ops, embed_dequantizes_the_selected_rows) {
+  harness h;
+  const int64_t d = 64, vocab = 10;
+  const std::vector<float> table = random_vec(static_cast<size_t>(d * vocab), 5);
+  std::vector<uint8_t> q(static_cast<size_t>(sa::row_bytes(dtype::q8_0, d) * vocab));
+  for (int64_t r = 0; r < vocab; ++r)
+    sa::quantize_row(dtype::q8_0, table.data() + r * d, q.data() + r * sa::row_bytes(dtype::q8_0, d), d);
+  const tensor t = h.upload_raw(q, dtype::q8_0, d, vocab);
+  const std::vector<int32_t> ids = {9, 0, 4, 4};
+  const tensor out = h.upload(std::vector<float>(static_cast<size_t>(d * 4)), d, 4);
+  h.be->embed(t, ids, out);
+  const std::vector<float> got = h.download(out);
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t c = 0; c < d; ++c)  // Q8_0 keeps each value within half a step of max/127
+      EXPECT_NEAR(got[i * d + c], table[ids[i] * d + c], 0.03) << i << "," << c;
+}
+
+TEST(ops, rmsnorm_matches_reference) {
+  harness h;
+  for (int64_t cols : {1, 7, 64, 129}) {
+    const int64_t rows = 3;
+    const std::vector<float> x = random_vec(static_cast<size_t>(rows * cols), 8, 3.0f);
+    const std::vector<float> w = random_vec(static_cast<size_t>(cols), 9);
+    std::vector<double> ref(x.size());
+    for (int64_t i = 0; i < rows; ++i) {
+      double ss = 0;
+      for (int64_t c = 0; c < cols; ++c) ss += double{x[i * cols + c]} * x[i * cols + c];
+      const double inv = 1 / std::sqrt(ss / cols + 1e-6);
+      for (int64_t c = 0; c < cols; ++c) ref[i * cols + c] = x[i * cols + c] * inv * w[c];
+    }
+    const tensor xt = h.upload(x, cols, rows), wt = h.upload(w, cols);
+    const tensor y = h.upload(std::vector<float>(x.size()), cols, rows);
+    h.be->rmsnorm(xt, wt, 1e-6f, y);
+    EXPECT_LT(rel_err(h.download(y), ref), 1e-6) << cols;
+  }
+}
+
+class rope_modes : public ::testing::TestWithParam<sa::rope_mode> {};
+
+TEST_P(rope_modes, rotates_the_documented_pairs) {
+  const sa::rope_mode mode = GetParam();
+  harness h;
+  const int32_t heads = 3, hd = 16, n_rot = 12;  // partial rotation: dims >= n_rot untouched
+  const std::vector<int32_t> pos = {0, 1, 17, 1000, 4095};
+  const int64_t n = static_cast<int64_t>(pos.size());
+  const std::vector<float> x = random_vec(static_cast<size_t>(n * heads * hd), 10);
+  const std::vector<float> factors = {1.0f, 2.0f, 1.0f, 4.0f, 1.0f, 8.0f};
+  std::vector<double> ref(x.begin(), x.end());
+  for (int64_t r = 0; r < n; ++r)
+    for (int32_t hh = 0; hh < heads; ++hh)
+      for (int32_t i = 0; i < n_rot / 2; ++i) {
+        const double theta = pos[r] * 0.5 * std::pow(500000.0, -2.0 * i / n_rot) / factors[i];
+        const int32_t a = mode == sa::rope_mode::adjacent ? 2 * i : i;
+        const int32_t b = mode == sa::rope_mode::adjacent ? 2 * i + 1 : i + n_rot / 2;
+        const size_t base = static_cast<size_t>((r * heads + hh) * hd);
+        const double x0 = x[base + a], x1 = x[base + b];
+        ref[base + a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+        ref[base + b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      }
+  const tensor t = h.upload(x, heads * hd, n);
+  sa::rope_params p;
+  p.mode = mode;
+  p.n_rot = n_rot;
+  p.freq_base = 500000.0f;
+  p.freq_scale = 0.5f;
+  p.freq_factors = factors.data();
+  h.be->rope(t, heads, hd, pos, p);
+  const std::vector<float> got = h.download(t);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 2e-6) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(all, rope_modes,
+                         ::testing::Values(sa::rope_mode::adjacent, sa::rope_mode::neox));
+
+TEST(ops, swiglu_add_and_bias) {
+  harness h;
+  const std::vector<float> g = random_vec(301, 1, 4.0f), u = random_vec(301, 2);
+  const tensor gt = h.upload(g, 301), ut = h.upload(u, 301);
+  const tensor out = h.upload(std::vector<float>(301), 301);
+  h.be->swiglu(gt, ut, out);
+  std::vector<double> ref(301);
+  for (size_t i = 0; i < 301; ++i) ref[i] = g[i] / (1 + std::exp(-double{g[i]})) * u[i];
+  EXPECT_LT(rel_err(h.download(out), ref), 1e-6);
+
+  h.be->add(gt, ut);
+  const std::vector<float> sum = h.download(gt);
+  for (size_t i = 0; i < 301; ++i) EXPECT_FLOAT_EQ(sum[i], g[i] + u[i]);
+
+  const std::vector<float> y = random_vec(3 * 5, 3), b = random_vec(5, 4);
+  const tensor yt = h.upload(y, 5, 3), bt = h.upload(b, 5);
+  h.be->add_bias(yt, bt);
+  const std::vector<float> yb = h.download(yt);
+  for (size_t i = 0; i < yb.size(); ++i) EXPECT_FLOAT_EQ(yb[i], y[i] + b[i % 5]);
+}
+
+TEST(ops, attention_with_lse_matches_reference_under_gqa) {
+  harness h;
+  const int32_t n_heads = 6, n_kv = 2, hd = 24;
+  const int64_t cap = 50;
+  const std::vector<int32_t> kv_len = {1, 7, 50, 0, 33};
+  const int64_t n = static_cast<int64_t>(kv_len.size());
+  const std::vector<float> q = random_vec(static_cast<size_t>(n * n_heads * hd), 20);
+  const std::vector<float> k = random_vec(static_cast<size_t>(n_kv * cap * hd), 21, 2.0f);
+  const std::vector<float> v = random_vec(static_cast<size_t>(n_kv * cap * hd), 22);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<double> ref_o(q.size(), 0.0), ref_lse(static_cast<size_t>(n * n_heads));
+  for (int64_t i = 0; i < n; ++i)
+    for (int32_t hh = 0; hh < n_heads; ++hh) {
+      const int32_t kvh = hh / (n_heads / n_kv);
+      const size_t qo = static_cast<size_t>((i * n_heads + hh) * hd);
+      if (kv_len[i] == 0) {
+        ref_lse[i * n_heads + hh] = -INFINITY;
+        continue;
+      }
+      std::vector<double> s(static_cast<size_t>(kv_len[i]));
+      double m = -INFINITY;
+      for (int32_t t = 0; t < kv_len[i]; ++t) {
+        double dot = 0;
+        for (int32_t d = 0; d < hd; ++d) dot += double{q[qo + d]} * k[(kvh * cap + t) * hd + d];
+        s[t] = dot * scale;
+        m = std::max(m, s[t]);
+      }
+      double l = 0;
+      for (double& e : s) l += (e = std::exp(e - m));
+      for (int32_t t = 0; t < kv_len[i]; ++t)
+        for (int32_t d = 0; d < hd; ++d) ref_o[qo + d] += s[t] / l * v[(kvh * cap + t) * hd + d];
+      ref_lse[i * n_heads + hh] = m + std::log(l);
+    }
+  const tensor qt = h.upload(q, n_heads * hd, n);
+  const tensor kt = h.upload(k, hd, n_kv * cap), vt = h.upload(v, hd, n_kv * cap);
+  const tensor out = h.upload(std::vector<float>(q.size(), NAN), n_heads * hd, n);
+  const tensor lse = h.upload(std::vector<float>(ref_lse.size(), NAN), n_heads, n);
+  h.be->attention(qt, sa::kv_view{&kt, &vt, cap}, n_heads, n_kv, hd, kv_len, scale, out, lse);
+  const std::vector<float> o = h.download(out), l = h.download(lse);
+  EXPECT_LT(rel_err(o, ref_o), 1e-5);
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (std::isinf(ref_lse[i])) {
+      EXPECT_TRUE(std::isinf(l[i]) && l[i] < 0) << i;
+    } else {
+      EXPECT_NEAR(l[i], ref_lse[i], 1e-5) << i;
+    }
+  }
+}
+
+TEST(ops, store_kv_writes_head_major_slots) {
+  harness h;
+  const int64_t cap = 5, hd = 3, n_kv = 2;
+  const tensor cache = h.upload(std::vector<float>(static_cast<size_t>(n_kv * cap * hd), 0.0f), hd,
+                                n_kv * cap);
+  const std::vector<float> src = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};  // [2 rows][2 heads][3]
+  const tensor s = h.upload(src, n_kv * hd, 2);
+  const std::vector<int32_t> slots = {4, 1};
+  h.be->store_kv(cache, cap, s, slots);
+  const std::vector<float> c = h.download(cache);
+  // head 0: slot 4 <- row 0 head 0 (1 2 3), slot 1 <- row 1 head 0 (7 8 9)
+  EXPECT_EQ(c[4 * 3 + 0], 1);
+  EXPECT_EQ(c[1 * 3 + 2], 9);
+  // head 1 starts at cap*hd: slot 4 <- (4 5 6), slot 1 <- (10 11 12)
+  EXPECT_EQ(c[15 + 4 * 3 + 1], 5);
+  EXPECT_EQ(c[15 + 1 * 3 + 0], 10);
+  EXPECT_EQ(c[0], 0);
+}
+
+}  // namespace
