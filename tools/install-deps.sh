@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what building and testing sa needs on Debian 12 / Ubuntu (run as root or via sudo).
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build pkg-config git \
+  libgtest-dev libcxxopts-dev libstb-dev libsqlite3-dev >/dev/null
