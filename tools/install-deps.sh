@@ -7,4 +7,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git \
-  libgtest-dev libcxxopts-dev libstb-dev libsqlite3-dev >/dev/null
+  libgtest-dev libcxxopts-dev libstb-dev libsqlite3-dev wamerican >/dev/null
