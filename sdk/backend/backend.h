@@ -71,11 +71,31 @@ struct rope_params {
   const float* freq_factors = nullptr;  // [n_rot/2] host array, or nullptr
 };
 
-// One row's view of a layer's K/V memory for attention: positions [0, kv_len) of the cache.
+// The keys and values attention reads.
+//   k: [n_kv_heads][k_capacity][head_dim] f32, key j of head g at row j (keys already rotated);
+//   v: [n_kv_heads][v_capacity][head_dim] f32, value j at row v_rows[j], or row j when v_rows is
+//      empty. (Memories that keep keys before RoPE rotate the keys they attend into a compact
+//      buffer but read values in place.)
 struct kv_view {
-  const tensor* k = nullptr;  // [n_kv_heads][capacity][head_dim] f32
-  const tensor* v = nullptr;  // [n_kv_heads][capacity][head_dim] f32
-  int64_t capacity = 0;
+  const tensor* k = nullptr;
+  const tensor* v = nullptr;
+  int64_t capacity = 0;           // rows per head of k (and of v when v_capacity is 0)
+  int64_t v_capacity = 0;         // rows per head of v; 0 = capacity
+  std::span<const int32_t> v_rows;
+};
+
+// Optional output of attention: the attention mass each key received, summed over the batch
+// rows with weights, mass[h][j] = sum_i row_weights[i] * softmax_i(h)[j]   [n_heads][n_keys]
+// (the EMA increments of the Cascading KV Cache).
+struct key_mass {
+  std::span<const float> row_weights;  // [n]
+  const tensor* mass = nullptr;        // [n_heads][n_keys] f32, overwritten
+};
+
+// A row copy inside a cache laid out [n_kv_heads][capacity][head_dim]: head `head`, row src to
+// row dst. Copies run in the order given.
+struct row_move {
+  int32_t head, src, dst;
 };
 
 class backend {
@@ -125,9 +145,20 @@ class backend {
   //   out[i][h] = softmax(scale * q[i][h] . K^T) V        [n][n_heads][head_dim]
   //   lse[i][h] = log sum_t exp(scale * q[i][h] . k_t)    [n][n_heads]   (natural log)
   // kv_len[i] = 0 gives out = 0 and lse = -inf (an empty partial).
+  // With `mass`, also the weighted attention mass per key (see key_mass); n_keys is the largest
+  // kv_len.
   virtual void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, std::span<const int32_t> kv_len, float scale,
-                         const tensor& out, const tensor& lse) = 0;
+                         const tensor& out, const tensor& lse, const key_mass* mass) = 0;
+
+  // dst[g][j] = rope(src[g][rows[j]], positions[j]) for every kv head g.
+  //   src [n_kv_heads][src_capacity][head_dim]; dst [n_kv_heads][dst_capacity][head_dim].
+  virtual void gather_rope(const tensor& src, int64_t src_capacity, std::span<const int32_t> rows,
+                           std::span<const int32_t> positions, const rope_params& p,
+                           const tensor& dst, int64_t dst_capacity) = 0;
+
+  // Row copies inside a cache [n_kv_heads][capacity][head_dim], in order.
+  virtual void move_rows(const tensor& cache, int64_t capacity, std::span<const row_move> moves) = 0;
 };
 
 enum class backend_kind { cpu };

@@ -89,8 +89,8 @@ uint64_t forward(backend& be, const hparams& hp, const device_weights& w, dense_
     be.rope(k, hp.n_kv_heads, hp.head_dim, b.positions, rope);
     be.store_kv(mem.k(l), mem.capacity(), k, b.slots);
     be.store_kv(mem.v(l), mem.capacity(), v, b.slots);
-    const kv_view kv{&mem.k(l), &mem.v(l), mem.capacity()};
-    be.attention(q, kv, hp.n_heads, hp.n_kv_heads, hp.head_dim, b.kv_len, scale, att, lse);
+    const kv_view kv{&mem.k(l), &mem.v(l), mem.capacity(), 0, {}};
+    be.attention(q, kv, hp.n_heads, hp.n_kv_heads, hp.head_dim, b.kv_len, scale, att, lse, nullptr);
     be.matmul(L.wo, att, xn);
     be.add(x, xn);
 

@@ -256,7 +256,8 @@ TEST(ops, attention_with_lse_matches_reference_under_gqa) {
   const tensor kt = h.upload(k, hd, n_kv * cap), vt = h.upload(v, hd, n_kv * cap);
   const tensor out = h.upload(std::vector<float>(q.size(), NAN), n_heads * hd, n);
   const tensor lse = h.upload(std::vector<float>(ref_lse.size(), NAN), n_heads, n);
-  h.be->attention(qt, sa::kv_view{&kt, &vt, cap}, n_heads, n_kv, hd, kv_len, scale, out, lse);
+  h.be->attention(qt, sa::kv_view{&kt, &vt, cap, 0, {}}, n_heads, n_kv, hd, kv_len, scale, out, lse,
+                  nullptr);
   const std::vector<float> o = h.download(out), l = h.download(lse);
   EXPECT_LT(rel_err(o, ref_o), 1e-5);
   for (size_t i = 0; i < l.size(); ++i) {
@@ -285,6 +286,102 @@ TEST(ops, store_kv_writes_head_major_slots) {
   EXPECT_EQ(c[15 + 4 * 3 + 1], 5);
   EXPECT_EQ(c[15 + 1 * 3 + 0], 10);
   EXPECT_EQ(c[0], 0);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(ops, attention_reads_values_through_an_index_and_sums_key_mass) {
+  // Keys compact [n_kv][n_keys][hd]; values scattered in a bigger cache at v_rows.
+  harness h;
+  const int32_t n_heads = 4, n_kv = 2, hd = 8, n_keys = 9;
+  const int64_t v_cap = 20;
+  const std::vector<int32_t> v_rows = {19, 3, 0, 7, 11, 12, 5, 1, 16};
+  const std::vector<int32_t> kv_len = {6, 9, 9};  // causal-like spans
+  const std::vector<float> w = {0.25f, 0.5f, 1.0f};
+  const int64_t n = 3;
+  const std::vector<float> q = random_vec(static_cast<size_t>(n * n_heads * hd), 30);
+  const std::vector<float> k = random_vec(static_cast<size_t>(n_kv * n_keys * hd), 31);
+  const std::vector<float> v = random_vec(static_cast<size_t>(n_kv * v_cap * hd), 32);
+  std::vector<double> ref_o(q.size(), 0.0), ref_mass(static_cast<size_t>(n_heads * n_keys), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int32_t hh = 0; hh < n_heads; ++hh) {
+      const int32_t g = hh / (n_heads / n_kv);
+      std::vector<double> s(static_cast<size_t>(kv_len[i]));
+      double m = -INFINITY, l = 0;
+      for (int32_t t = 0; t < kv_len[i]; ++t) {
+        double dot = 0;
+        for (int32_t d = 0; d < hd; ++d)
+          dot += double{q[(i * n_heads + hh) * hd + d]} * k[(g * n_keys + t) * hd + d];
+        m = std::max(m, s[t] = dot * 0.5);
+      }
+      for (double& e : s) l += (e = std::exp(e - m));
+      for (int32_t t = 0; t < kv_len[i]; ++t) {
+        ref_mass[hh * n_keys + t] += w[i] * s[t] / l;
+        for (int32_t d = 0; d < hd; ++d)
+          ref_o[(i * n_heads + hh) * hd + d] += s[t] / l * v[(g * v_cap + v_rows[t]) * hd + d];
+      }
+    }
+  const tensor qt = h.upload(q, n_heads * hd, n);
+  const tensor kt = h.upload(k, hd, n_kv * n_keys), vt = h.upload(v, hd, n_kv * v_cap);
+  const tensor out = h.upload(std::vector<float>(q.size(), NAN), n_heads * hd, n);
+  const tensor lse = h.upload(std::vector<float>(static_cast<size_t>(n * n_heads)), n_heads, n);
+  const tensor mass = h.upload(std::vector<float>(ref_mass.size(), NAN), n_keys, n_heads);
+  const sa::key_mass km{w, &mass};
+  h.be->attention(qt, sa::kv_view{&kt, &vt, n_keys, v_cap, v_rows}, n_heads, n_kv, hd, kv_len, 0.5f,
+                  out, lse, &km);
+  EXPECT_LT(rel_err(h.download(out), ref_o), 1e-5);
+  EXPECT_LT(rel_err(h.download(mass), ref_mass), 1e-5);
+  // Outputs equal those of the same call without mass (the split by head changes nothing).
+  const tensor out2 = h.upload(std::vector<float>(q.size(), NAN), n_heads * hd, n);
+  h.be->attention(qt, sa::kv_view{&kt, &vt, n_keys, v_cap, v_rows}, n_heads, n_kv, hd, kv_len, 0.5f,
+                  out2, lse, nullptr);
+  EXPECT_EQ(h.download(out2), h.download(out));
+}
+
+TEST(ops, gather_rope_equals_rope_on_copied_rows) {
+  harness h;
+  const int32_t n_kv = 2, hd = 16;
+  const int64_t cap = 12, dst_cap = 5;
+  const std::vector<float> src = random_vec(static_cast<size_t>(n_kv * cap * hd), 40);
+  const std::vector<int32_t> rows = {11, 0, 4, 4};
+  const std::vector<int32_t> pos = {3, 0, 900, 7};
+  sa::rope_params p;
+  p.n_rot = hd;
+  const tensor st = h.upload(src, hd, n_kv * cap);
+  const tensor dst = h.upload(std::vector<float>(static_cast<size_t>(n_kv * dst_cap * hd), NAN), hd,
+                              n_kv * dst_cap);
+  h.be->gather_rope(st, cap, rows, pos, p, dst, dst_cap);
+  const std::vector<float> got = h.download(dst);
+  // Reference: copy row by row into [rows][n_kv][hd] and use the rope op.
+  std::vector<float> copy;
+  for (int32_t r : rows)
+    for (int32_t g = 0; g < n_kv; ++g)
+      copy.insert(copy.end(), src.begin() + (g * cap + r) * hd, src.begin() + (g * cap + r + 1) * hd);
+  const tensor ct = h.upload(copy, n_kv * hd, static_cast<int64_t>(rows.size()));
+  h.be->rope(ct, n_kv, hd, pos, p);
+  const std::vector<float> want = h.download(ct);
+  for (size_t j = 0; j < rows.size(); ++j)
+    for (int32_t g = 0; g < n_kv; ++g)
+      for (int32_t d = 0; d < hd; ++d)
+        EXPECT_EQ(got[(g * dst_cap + j) * hd + d], want[(j * n_kv + g) * hd + d]) << j << "," << g;
+}
+
+TEST(ops, move_rows_runs_in_order_per_head) {
+  harness h;
+  const int64_t cap = 4, hd = 2;
+  // head 0 rows: (0,0) (1,1) (2,2) (3,3); head 1 rows: (10..) ...
+  std::vector<float> c;
+  for (int g = 0; g < 2; ++g)
+    for (int r = 0; r < cap; ++r) c.insert(c.end(), 2, static_cast<float>(10 * g + r));
+  const tensor ct = h.upload(c, hd, 2 * cap);
+  // A chain on head 0: 2->3, 1->2, 0->1 (deepest first); one move on head 1: 3->0.
+  const std::vector<sa::row_move> moves = {{0, 2, 3}, {0, 1, 2}, {0, 0, 1}, {1, 3, 0}};
+  h.be->move_rows(ct, cap, moves);
+  const std::vector<float> got = h.download(ct);
+  const std::vector<float> want = {0, 0, 0, 0, 1, 1, 2, 2, 13, 13, 11, 11, 12, 12, 13, 13};
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace

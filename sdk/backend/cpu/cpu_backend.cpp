@@ -1,5 +1,6 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -126,10 +127,44 @@ void cpu_backend::store_kv(const tensor& cache, int64_t capacity, const tensor& 
 
 void cpu_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                             int32_t head_dim, std::span<const int32_t> kv_len, float scale,
-                            const tensor& out, const tensor& lse) {
+                            const tensor& out, const tensor& lse, const key_mass* mass) {
+  const int64_t v_capacity = kv.v_capacity ? kv.v_capacity : kv.capacity;
+  int64_t n_keys = 0;
+  for (int32_t l : kv_len) n_keys = std::max<int64_t>(n_keys, l);
+  if (mass && (static_cast<int64_t>(mass->row_weights.size()) != static_cast<int64_t>(kv_len.size()) ||
+               mass->mass->ne[0] * mass->mass->rows() < n_keys * n_heads))
+    fail(SA_ERR_INTERNAL, "attention: key mass buffers do not match the batch");
   attention_rows(pool_, scratch_, ptr<float>(q), static_cast<int64_t>(kv_len.size()), n_heads,
-                 n_kv_heads, head_dim, ptr<float>(*kv.k), ptr<float>(*kv.v), kv.capacity, kv_len,
-                 scale, ptr<float>(out), ptr<float>(lse));
+                 n_kv_heads, head_dim, ptr<float>(*kv.k), kv.capacity, ptr<float>(*kv.v),
+                 v_capacity, kv.v_rows, kv_len, scale, ptr<float>(out), ptr<float>(lse),
+                 mass ? mass->row_weights : std::span<const float>(),
+                 mass ? ptr<float>(*mass->mass) : nullptr, n_keys);
+}
+
+void cpu_backend::gather_rope(const tensor& src, int64_t src_capacity,
+                              std::span<const int32_t> rows, std::span<const int32_t> positions,
+                              const rope_params& p, const tensor& dst, int64_t dst_capacity) {
+  const int32_t head_dim = static_cast<int32_t>(src.ne[0]);
+  const int32_t n_heads = static_cast<int32_t>(src.rows() / src_capacity);
+  if (static_cast<int64_t>(rows.size()) > dst_capacity)
+    fail(SA_ERR_INTERNAL, "gather_rope: %zu rows do not fit in %lld", rows.size(),
+         static_cast<long long>(dst_capacity));
+  gather_rope_rows(pool_, ptr<float>(src), src_capacity, n_heads, head_dim, rows, positions, p,
+                   ptr<float>(dst), dst_capacity);
+}
+
+void cpu_backend::move_rows(const tensor& cache, int64_t capacity, std::span<const row_move> moves) {
+  const int64_t hd = cache.ne[0];
+  const int64_t n_heads = cache.rows() / capacity;
+  float* c = ptr<float>(cache);
+  for (const row_move& m : moves) {
+    if (m.head < 0 || m.head >= n_heads || m.src < 0 || m.src >= capacity || m.dst < 0 ||
+        m.dst >= capacity)
+      fail(SA_ERR_INTERNAL, "move_rows: head %d rows %d -> %d outside [%lld][%lld]", m.head, m.src,
+           m.dst, static_cast<long long>(n_heads), static_cast<long long>(capacity));
+    std::memmove(c + (m.head * capacity + m.dst) * hd, c + (m.head * capacity + m.src) * hd,
+                 static_cast<size_t>(hd) * sizeof(float));
+  }
 }
 
 }  // namespace sa::cpu

@@ -45,7 +45,11 @@ class cpu_backend final : public backend {
                 std::span<const int32_t> slots) override;
   void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                  int32_t head_dim, std::span<const int32_t> kv_len, float scale, const tensor& out,
-                 const tensor& lse) override;
+                 const tensor& lse, const key_mass* mass) override;
+  void gather_rope(const tensor& src, int64_t src_capacity, std::span<const int32_t> rows,
+                   std::span<const int32_t> positions, const rope_params& p, const tensor& dst,
+                   int64_t dst_capacity) override;
+  void move_rows(const tensor& cache, int64_t capacity, std::span<const row_move> moves) override;
 
   thread_pool& pool() { return pool_; }
 

@@ -1,4 +1,5 @@
 // Row-wise and element-wise ops: RMSNorm, RoPE, SwiGLU, residual add, bias add.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -25,35 +26,72 @@ void rmsnorm_rows(thread_pool& pool, const float* x, int64_t rows, int64_t cols,
   });
 }
 
-void rope_rows(thread_pool& pool, float* x, int64_t n, int32_t n_heads, int32_t head_dim,
-               std::span<const int32_t> positions, const rope_params& p) {
-  const int32_t half = p.n_rot / 2;
-  // Inverse frequencies in double: theta_i = pos * scale * base^(-2i/n_rot) / factor_i.
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int32_t i = 0; i < half; ++i) {
+std::vector<double> rope_inv_freq(const rope_params& p) {
+  // theta_i = pos * scale * base^(-2i/n_rot) / factor_i, in double.
+  std::vector<double> inv_freq(static_cast<size_t>(p.n_rot / 2));
+  for (int32_t i = 0; i < p.n_rot / 2; ++i) {
     double f = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot) * p.freq_scale;
     if (p.freq_factors) f /= p.freq_factors[i];
     inv_freq[static_cast<size_t>(i)] = f;
   }
+  return inv_freq;
+}
+
+namespace {
+void angles(int32_t pos, const std::vector<double>& inv_freq, float* cs, float* sn) {
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const double theta = pos * inv_freq[i];
+    cs[i] = static_cast<float>(std::cos(theta));
+    sn[i] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void rotate(float* v, const float* cs, const float* sn, const rope_params& p) {
+  const int32_t half = p.n_rot / 2;
+  for (int32_t i = 0; i < half; ++i) {
+    // adjacent: pairs (2i, 2i+1); neox: pairs (i, i + n_rot/2)
+    const int32_t a = p.mode == rope_mode::adjacent ? 2 * i : i;
+    const int32_t c = p.mode == rope_mode::adjacent ? 2 * i + 1 : i + half;
+    const float x0 = v[a], x1 = v[c];
+    v[a] = x0 * cs[i] - x1 * sn[i];
+    v[c] = x0 * sn[i] + x1 * cs[i];
+  }
+}
+}  // namespace
+
+void rope_vector(float* v, int32_t pos, const std::vector<double>& inv_freq, const rope_params& p) {
+  std::vector<float> cs(inv_freq.size()), sn(inv_freq.size());
+  angles(pos, inv_freq, cs.data(), sn.data());
+  rotate(v, cs.data(), sn.data(), p);
+}
+
+void rope_rows(thread_pool& pool, float* x, int64_t n, int32_t n_heads, int32_t head_dim,
+               std::span<const int32_t> positions, const rope_params& p) {
+  const std::vector<double> inv_freq = rope_inv_freq(p);
   pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) {
-    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    std::vector<float> cs(inv_freq.size()), sn(inv_freq.size());
     for (int64_t r = b; r < e; ++r) {
-      const double pos = positions[static_cast<size_t>(r)];
-      for (int32_t i = 0; i < half; ++i) {
-        const double theta = pos * inv_freq[static_cast<size_t>(i)];
-        cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(theta));
-        sn[static_cast<size_t>(i)] = static_cast<float>(std::sin(theta));
-      }
+      angles(positions[static_cast<size_t>(r)], inv_freq, cs.data(), sn.data());
+      for (int32_t h = 0; h < n_heads; ++h)
+        rotate(x + (r * n_heads + h) * head_dim, cs.data(), sn.data(), p);
+    }
+  });
+}
+
+void gather_rope_rows(thread_pool& pool, const float* src, int64_t src_capacity, int32_t n_heads,
+                      int32_t head_dim, std::span<const int32_t> rows,
+                      std::span<const int32_t> positions, const rope_params& p, float* dst,
+                      int64_t dst_capacity) {
+  const std::vector<double> inv_freq = rope_inv_freq(p);
+  pool.parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t b, int64_t e, int32_t) {
+    std::vector<float> cs(inv_freq.size()), sn(inv_freq.size());
+    for (int64_t j = b; j < e; ++j) {
+      angles(positions[static_cast<size_t>(j)], inv_freq, cs.data(), sn.data());
       for (int32_t h = 0; h < n_heads; ++h) {
-        float* v = x + (r * n_heads + h) * head_dim;
-        for (int32_t i = 0; i < half; ++i) {
-          // adjacent: pairs (2i, 2i+1); neox: pairs (i, i + n_rot/2)
-          const int32_t a = p.mode == rope_mode::adjacent ? 2 * i : i;
-          const int32_t c = p.mode == rope_mode::adjacent ? 2 * i + 1 : i + half;
-          const float x0 = v[a], x1 = v[c];
-          v[a] = x0 * cs[static_cast<size_t>(i)] - x1 * sn[static_cast<size_t>(i)];
-          v[c] = x0 * sn[static_cast<size_t>(i)] + x1 * cs[static_cast<size_t>(i)];
-        }
+        float* out = dst + (h * dst_capacity + j) * head_dim;
+        const float* in = src + (h * src_capacity + rows[static_cast<size_t>(j)]) * head_dim;
+        std::copy(in, in + head_dim, out);
+        rotate(out, cs.data(), sn.data(), p);
       }
     }
   });

@@ -30,14 +30,26 @@ void rmsnorm_rows(thread_pool& pool, const float* x, int64_t rows, int64_t cols,
                   float eps, float* y);
 void rope_rows(thread_pool& pool, float* x, int64_t n, int32_t n_heads, int32_t head_dim,
                std::span<const int32_t> positions, const rope_params& p);
+// Rotates one head vector v[head_dim] to position pos (the arithmetic rope_rows uses).
+void rope_vector(float* v, int32_t pos, const std::vector<double>& inv_freq, const rope_params& p);
+std::vector<double> rope_inv_freq(const rope_params& p);
 void swiglu_elems(thread_pool& pool, const float* gate, const float* up, float* out, int64_t n);
 void add_elems(float* a, const float* b, int64_t n);
 
-// q [n][n_heads][head_dim]; k, v [n_kv_heads][capacity][head_dim];
-// out [n][n_heads][head_dim]; lse [n][n_heads].
+// q [n][n_heads][head_dim]; k [n_kv_heads][k_capacity][head_dim]; v [n_kv_heads][v_capacity]
+// [head_dim] read at v_rows[j] (or j); out [n][n_heads][head_dim]; lse [n][n_heads]; when mass
+// is not null, mass [n_heads][n_keys] = sum_i row_weights[i] * p_i.
 void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
                     int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const float* k,
-                    const float* v, int64_t capacity, std::span<const int32_t> kv_len, float scale,
-                    float* out, float* lse);
+                    int64_t k_capacity, const float* v, int64_t v_capacity,
+                    std::span<const int32_t> v_rows, std::span<const int32_t> kv_len, float scale,
+                    float* out, float* lse, std::span<const float> row_weights, float* mass,
+                    int64_t n_keys);
+
+// dst[g][j] = rope(src[g][rows[j]], positions[j]); heads of head_dim = src row width.
+void gather_rope_rows(thread_pool& pool, const float* src, int64_t src_capacity, int32_t n_heads,
+                      int32_t head_dim, std::span<const int32_t> rows,
+                      std::span<const int32_t> positions, const rope_params& p, float* dst,
+                      int64_t dst_capacity);
 
 }  // namespace sa::cpu
