@@ -273,7 +273,16 @@ typedef struct sa_session sa_session;
 #define SA_BACKEND_VULKAN 3 /* not in this release: SA_ERR_UNSUPPORTED */
 
 /* KV memory (sa_session_params.memory). */
-#define SA_MEMORY_DENSE 0 /* every token's K/V kept; attention reads all of them */
+#define SA_MEMORY_DENSE     0 /* every token's K/V kept (up to n_ctx); attention reads all */
+#define SA_MEMORY_STREAMING 1 /* StreamingLLM: n_sinks first tokens + a sliding window; the
+                                 stream is unbounded, memory constant */
+#define SA_MEMORY_CASCADE   2 /* Cascading KV Cache: n_sinks + n_cascades sub-caches that keep
+                                 tokens by an EMA of their attention; unbounded, constant memory */
+
+/* How the cascade reduces a GQA group's attention to one score per KV head. */
+#define SA_CASCADE_REDUCE_MAX    0
+#define SA_CASCADE_REDUCE_MEAN   1
+#define SA_CASCADE_REDUCE_MEDIAN 2
 
 typedef struct sa_session_params {
   uint32_t struct_size; /* sizeof(sa_session_params) */
@@ -287,6 +296,16 @@ typedef struct sa_session_params {
   int32_t top_k;        /* keep the k most likely tokens; 0 (default) = all */
   float top_p;          /* keep the smallest set with probability >= top_p; 1 (default) = all */
   uint64_t seed;        /* random seed for sampling; default 0 */
+  /* Bounded memories (SA_MEMORY_STREAMING, SA_MEMORY_CASCADE). Positions are re-indexed over
+  ** the cache contents at every step, so the stream may be longer than the trained context. */
+  int32_t n_sinks;      /* first tokens always kept; default 64 */
+  int32_t cache_tokens; /* total cache size in tokens, sinks included; 0 (default) = the
+                           model's trained context. (cache_tokens - n_sinks) must split into
+                           n_cascades equal sub-caches. */
+  int32_t n_cascades;   /* cascade sub-caches; default 4 (streaming always uses 1) */
+  float cascade_beta;   /* EMA factor of the attention scores, in (0, 1]; default 0.9999 */
+  int32_t cascade_reduction;   /* SA_CASCADE_REDUCE_*; default SA_CASCADE_REDUCE_MAX */
+  int32_t cascade_homogeneous; /* 1: one keep/drop decision for all KV heads; default 0 */
 } sa_session_params;
 
 /* sa_session_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
@@ -296,7 +315,9 @@ SA_API void sa_session_params_init(sa_session_params *params);
 ** sa_session_create — start a conversation on a model.
 **
 ** [in]  model        not NULL.
-** [in]  params       NULL for defaults.
+** [in]  params       NULL for defaults. n_batch is also the stride of strided prefill for the
+**                    bounded memories: each chunk attends to the cache plus itself causally,
+**                    then joins the cache (n_batch = 1 equals token-by-token processing).
 ** [out] out_session  receives the session on SA_OK, NULL otherwise; not NULL.
 ** Returns SA_OK; SA_ERR_MISUSE (bad model handle); SA_ERR_INVALID_ARG (a param out of range:
 ** the message names it); SA_ERR_UNSUPPORTED (a backend or memory kind not in this build);
@@ -325,7 +346,8 @@ typedef int32_t (*sa_progress_fn)(size_t n_done, size_t n_total, void *user_data
 ** Returns SA_OK; SA_ERR_CANCELLED (progress returned non-zero); SA_ERR_CONTEXT_FULL (the
 ** tokens do not fit in n_ctx); SA_ERR_INVALID_ARG (a token out of range: the message gives
 ** its index); SA_ERR_MISUSE; SA_ERR_NOMEM; SA_ERR_BACKEND.
-** ^On any error, including cancellation, the session is exactly as before the call.
+** ^On any error, including cancellation, the session is exactly as before the call. (For the
+** bounded memories this costs one copy of the fixed-size cache per call.)
 */
 SA_API sa_status sa_prefill(sa_session *session, const int32_t *tokens, size_t n_tokens,
                             sa_progress_fn progress, void *user_data);
@@ -347,7 +369,9 @@ SA_API sa_status sa_sample(sa_session *session, int32_t *out_token);
 ** [out] out_token  receives the sampled token; may be NULL to append without sampling.
 ** Returns SA_OK; SA_DONE when the sampled token is end-of-generation (it is still written);
 ** SA_ERR_CONTEXT_FULL; SA_ERR_INVALID_ARG (token out of range); SA_ERR_MISUSE; SA_ERR_BACKEND.
-** ^On any error the session is exactly as before the call.
+** ^On any error from bad input the session is exactly as before the call. With a bounded
+** memory, a backend failure in the middle of the step leaves the session unusable: every later
+** call except sa_session_reset() and sa_session_destroy() returns SA_ERR_BACKEND.
 **
 ** A generation loop:  sa_prefill(s, prompt, n, NULL, NULL); sa_sample(s, &t);
 **                     while (!sa_token_is_eog(m, t)) { print(t); sa_decode_step(s, t, &t); }

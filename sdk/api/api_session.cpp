@@ -22,15 +22,32 @@ sa::session_config to_config(const sa_session_params& p) {
   if (p.n_ctx < 0) sa::fail(SA_ERR_INVALID_ARG, "n_ctx %d is negative", p.n_ctx);
   if (p.n_batch < 0 || p.n_batch > 65536)
     sa::fail(SA_ERR_INVALID_ARG, "n_batch %d is outside [0, 65536]", p.n_batch);
-  if (p.memory != SA_MEMORY_DENSE)
-    sa::fail(SA_ERR_INVALID_ARG, "memory %d is not an SA_MEMORY_* value", p.memory);
+  switch (p.memory) {
+    case SA_MEMORY_DENSE: c.memory = sa::memory_kind::dense; break;
+    case SA_MEMORY_STREAMING: c.memory = sa::memory_kind::streaming; break;
+    case SA_MEMORY_CASCADE: c.memory = sa::memory_kind::cascade; break;
+    default: sa::fail(SA_ERR_INVALID_ARG, "memory %d is not an SA_MEMORY_* value", p.memory);
+  }
+  switch (p.cascade_reduction) {
+    case SA_CASCADE_REDUCE_MAX: c.reduction = sa::cascade_reduction::max; break;
+    case SA_CASCADE_REDUCE_MEAN: c.reduction = sa::cascade_reduction::mean; break;
+    case SA_CASCADE_REDUCE_MEDIAN: c.reduction = sa::cascade_reduction::median; break;
+    default:
+      sa::fail(SA_ERR_INVALID_ARG, "cascade_reduction %d is not an SA_CASCADE_REDUCE_* value",
+               p.cascade_reduction);
+  }
+  if (p.cache_tokens < 0) sa::fail(SA_ERR_INVALID_ARG, "cache_tokens %d is negative", p.cache_tokens);
+  c.n_sinks = p.n_sinks;
+  c.cache_tokens = p.cache_tokens;
+  c.n_cascades = p.n_cascades;
+  c.beta = p.cascade_beta;
+  c.homogeneous = p.cascade_homogeneous != 0;
   if (!(p.temperature >= 0.0f)) sa::fail(SA_ERR_INVALID_ARG, "temperature must be >= 0");
   if (p.top_k < 0) sa::fail(SA_ERR_INVALID_ARG, "top_k %d is negative", p.top_k);
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) sa::fail(SA_ERR_INVALID_ARG, "top_p must be in (0, 1]");
   c.n_threads = p.n_threads;
   c.n_ctx = p.n_ctx;
   c.n_batch = p.n_batch;
-  c.memory = sa::memory_kind::dense;
   c.sampling.temperature = p.temperature;
   c.sampling.top_k = p.top_k;
   c.sampling.top_p = p.top_p;
@@ -63,6 +80,11 @@ void sa_session_params_init(sa_session_params* params) {
   params->memory = SA_MEMORY_DENSE;
   params->temperature = 0.0f;
   params->top_p = 1.0f;
+  params->n_sinks = 64;
+  params->cache_tokens = 0;
+  params->n_cascades = 4;
+  params->cascade_beta = 0.9999f;
+  params->cascade_reduction = SA_CASCADE_REDUCE_MAX;
 }
 
 sa_status sa_session_create(sa_model* model, const sa_session_params* params,

@@ -4,9 +4,9 @@
 //   for each layer:
 //     xn = rmsnorm(x) · attn_norm
 //     q, k, v = xn·Wq (+bq), xn·Wk (+bk), xn·Wv (+bv)     [qwen3: per-head rmsnorm on q, k]
-//     q, k = rope(q, k, positions)
-//     memory[slots] = k, v
-//     att, lse = attention(q, memory[0 .. kv_len))
+//     q = rope(q, positions from the memory)
+//     att, lse = memory.attend(q, k, v)     keeps k, v; attention over the memory + the batch
+
 //     x += att·Wo
 //     xn = rmsnorm(x) · ffn_norm
 //     x += (silu(xn·Wgate) * xn·Wup)·Wdown
@@ -14,6 +14,7 @@
 #include "model/forward.h"
 
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 
@@ -46,27 +47,25 @@ workspace::workspace(backend& be, const hparams& hp, int64_t rows, int64_t logit
   logits = make(be, buffers_, hp.n_vocab, logit_rows);
 }
 
-uint64_t forward(backend& be, const hparams& hp, const device_weights& w, dense_memory& mem,
-                 workspace& ws, const batch& b) {
-  const int64_t n = static_cast<int64_t>(b.tokens.size());
-  if (n == 0 || n > ws.max_rows || b.n_logit_rows < 0 || b.n_logit_rows > n ||
-      b.n_logit_rows > ws.max_logit_rows)
+uint64_t forward(backend& be, const hparams& hp, const device_weights& w, kv_memory& mem,
+                 workspace& ws, std::span<const int32_t> tokens, int64_t n_logit_rows) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0 || n > ws.max_rows || n_logit_rows < 0 || n_logit_rows > n ||
+      n_logit_rows > ws.max_logit_rows)
     fail(SA_ERR_INTERNAL, "forward: %lld rows (max %lld), %lld logit rows", static_cast<long long>(n),
-         static_cast<long long>(ws.max_rows), static_cast<long long>(b.n_logit_rows));
+         static_cast<long long>(ws.max_rows), static_cast<long long>(n_logit_rows));
 
   const tensor x = ws.x.row_range(0, n), xn = ws.xn.row_range(0, n);
   const tensor q = ws.q.row_range(0, n), k = ws.k.row_range(0, n), v = ws.v.row_range(0, n);
   const tensor att = ws.att.row_range(0, n), lse = ws.lse.row_range(0, n);
   const tensor gate = ws.gate.row_range(0, n), up = ws.up.row_range(0, n);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   rope_params rope = hp.rope;
   if (!w.rope_freqs.empty()) rope.freq_factors = w.rope_freqs.data();
-
+  std::vector<int32_t> positions;
+  mem.begin(n, positions);
   uint64_t kv_bytes_read = 0;
-  for (int32_t len : b.kv_len) kv_bytes_read += static_cast<uint64_t>(len);
-  kv_bytes_read *= mem.bytes_per_token();
 
-  be.embed(w.token_embd, b.tokens, x);
+  be.embed(w.token_embd, tokens, x);
 
   for (int32_t l = 0; l < hp.n_layers; ++l) {
     const device_layer& L = w.layers[static_cast<size_t>(l)];
@@ -85,12 +84,8 @@ uint64_t forward(backend& be, const hparams& hp, const device_weights& w, dense_
       be.rmsnorm(q.as_2d(hp.head_dim), L.q_norm, hp.rms_eps, q.as_2d(hp.head_dim));
       be.rmsnorm(k.as_2d(hp.head_dim), L.k_norm, hp.rms_eps, k.as_2d(hp.head_dim));
     }
-    be.rope(q, hp.n_heads, hp.head_dim, b.positions, rope);
-    be.rope(k, hp.n_kv_heads, hp.head_dim, b.positions, rope);
-    be.store_kv(mem.k(l), mem.capacity(), k, b.slots);
-    be.store_kv(mem.v(l), mem.capacity(), v, b.slots);
-    const kv_view kv{&mem.k(l), &mem.v(l), mem.capacity(), 0, {}};
-    be.attention(q, kv, hp.n_heads, hp.n_kv_heads, hp.head_dim, b.kv_len, scale, att, lse, nullptr);
+    be.rope(q, hp.n_heads, hp.head_dim, positions, rope);
+    kv_bytes_read += mem.attend(l, q, k, v, att, lse);
     be.matmul(L.wo, att, xn);
     be.add(x, xn);
 
@@ -102,12 +97,13 @@ uint64_t forward(backend& be, const hparams& hp, const device_weights& w, dense_
     be.matmul(L.down, gate, xn);
     be.add(x, xn);
   }
+  mem.commit();
 
-  if (b.n_logit_rows > 0) {
-    const tensor last = x.row_range(n - b.n_logit_rows, b.n_logit_rows);
-    const tensor last_n = xn.row_range(n - b.n_logit_rows, b.n_logit_rows);
+  if (n_logit_rows > 0) {
+    const tensor last = x.row_range(n - n_logit_rows, n_logit_rows);
+    const tensor last_n = xn.row_range(n - n_logit_rows, n_logit_rows);
     be.rmsnorm(last, w.output_norm, hp.rms_eps, last_n);
-    be.matmul(w.output, last_n, ws.logits.row_range(0, b.n_logit_rows));
+    be.matmul(w.output, last_n, ws.logits.row_range(0, n_logit_rows));
   }
   return kv_bytes_read;
 }

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "memory/dense_memory.h"
+#include "memory/kv_memory.h"
 #include "model/device_weights.h"
 
 namespace sa {
@@ -30,19 +30,10 @@ struct workspace {
   std::vector<buffer_ptr> buffers_;
 };
 
-// One batch: row i is token tokens[i] at RoPE position positions[i]; its K/V go to memory
-// slot slots[i]; it attends to slots [0, kv_len[i]). Logits are computed for the last
-// n_logit_rows rows into workspace::logits.
-struct batch {
-  std::span<const int32_t> tokens;
-  std::span<const int32_t> positions;
-  std::span<const int32_t> slots;
-  std::span<const int32_t> kv_len;
-  int64_t n_logit_rows = 1;
-};
-
-// Runs every layer over the batch; returns the K/V bytes attention read.
-uint64_t forward(backend& be, const hparams& hp, const device_weights& w, dense_memory& mem,
-                 workspace& ws, const batch& b);
+// Runs every layer over a batch of tokens appended to `mem` (which gives their positions and
+// keeps their K/V), commits the batch, and computes the logits of the last n_logit_rows rows
+// into workspace::logits. Returns the K/V bytes attention read.
+uint64_t forward(backend& be, const hparams& hp, const device_weights& w, kv_memory& mem,
+                 workspace& ws, std::span<const int32_t> tokens, int64_t n_logit_rows);
 
 }  // namespace sa

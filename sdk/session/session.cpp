@@ -3,65 +3,84 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "memory/dense_memory.h"
 
 namespace sa {
 
 namespace {
-int32_t resolve_ctx(const model& m, const session_config& c) {
-  if (c.n_ctx < 0) fail(SA_ERR_INVALID_ARG, "n_ctx %d is negative", c.n_ctx);
-  return c.n_ctx == 0 ? m.hp().n_ctx_train : c.n_ctx;
-}
-int32_t resolve_batch(const session_config& c) {
+session_config resolved(session_config c) {
   if (c.n_batch < 0) fail(SA_ERR_INVALID_ARG, "n_batch %d is negative", c.n_batch);
-  return c.n_batch == 0 ? 256 : c.n_batch;
+  if (c.n_batch == 0) c.n_batch = 256;
+  return c;
 }
 }  // namespace
 
-session::session(std::shared_ptr<const model> m, const session_config& c)
-    : model_(std::move(m)),
-      config_(c),
-      backend_(make_backend(c.backend, c.n_threads)),
-      weights_(*backend_, *model_),
-      memory_(*backend_, model_->hp(), resolve_ctx(*model_, c)),
-      ws_(*backend_, model_->hp(), resolve_batch(c), 1),
-      sampler_(c.sampling) {
-  config_.n_batch = resolve_batch(c);
+std::unique_ptr<kv_memory> session::make_memory(backend& be, const model& m,
+                                                const device_weights& w, const session_config& c) {
+  const hparams& hp = m.hp();
+  rope_params rope = hp.rope;
+  if (!w.rope_freqs.empty()) rope.freq_factors = w.rope_freqs.data();
+  if (c.memory == memory_kind::dense) {
+    if (c.n_ctx < 0) fail(SA_ERR_INVALID_ARG, "n_ctx %d is negative", c.n_ctx);
+    return std::make_unique<dense_memory>(be, hp, rope, c.n_ctx == 0 ? hp.n_ctx_train : c.n_ctx);
+  }
+  const int32_t total = c.cache_tokens == 0 ? hp.n_ctx_train : c.cache_tokens;
+  const int32_t cascades = c.memory == memory_kind::streaming ? 1 : c.n_cascades;
+  if (c.n_sinks < 0 || c.n_sinks >= total)
+    fail(SA_ERR_INVALID_ARG, "n_sinks %d must be in [0, cache_tokens %d)", c.n_sinks, total);
+  if (cascades < 1 || cascades > 48)
+    fail(SA_ERR_INVALID_ARG, "n_cascades %d is outside [1, 48]", cascades);
+  if ((total - c.n_sinks) % cascades != 0)
+    fail(SA_ERR_INVALID_ARG,
+         "cache_tokens %d minus n_sinks %d must divide into n_cascades %d equal sub-caches", total,
+         c.n_sinks, cascades);
+  if (!(c.beta > 0.0f && c.beta <= 1.0f))
+    fail(SA_ERR_INVALID_ARG, "cascade beta %g must be in (0, 1]", static_cast<double>(c.beta));
+  cascade_memory_config mc;
+  mc.index.n_sinks = c.n_sinks;
+  mc.index.n_cascades = cascades;
+  mc.index.window = (total - c.n_sinks) / cascades;
+  mc.index.beta = c.beta;
+  mc.reduction = c.reduction;
+  mc.homogeneous = c.homogeneous;
+  mc.scores = c.memory == memory_kind::cascade;
+  return std::make_unique<cascade_memory>(be, hp, rope, mc, c.n_batch);
 }
 
+session::session(std::shared_ptr<const model> m, const session_config& c)
+    : model_(std::move(m)),
+      config_(resolved(c)),
+      backend_(make_backend(c.backend, c.n_threads)),
+      weights_(*backend_, *model_),
+      memory_(make_memory(*backend_, *model_, weights_, config_)),
+      ws_(*backend_, model_->hp(), config_.n_batch, 1),
+      sampler_(c.sampling) {}
+
 void session::check_tokens(std::span<const int32_t> tokens) const {
+  if (!broken_.empty()) fail(SA_ERR_BACKEND, "%s", broken_.c_str());
   const int32_t n_vocab = model_->hp().n_vocab;
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= n_vocab)
       fail(SA_ERR_INVALID_ARG, "token %d at index %zu is outside the vocabulary [0, %d)", tokens[i],
            i, n_vocab);
-  if (static_cast<int64_t>(tokens.size()) > memory_.capacity() - memory_.size())
-    fail(SA_ERR_CONTEXT_FULL, "%zu tokens do not fit: the session holds %lld of %lld", tokens.size(),
-         static_cast<long long>(memory_.size()), static_cast<long long>(memory_.capacity()));
+  if (static_cast<int64_t>(tokens.size()) > memory_->room())
+    fail(SA_ERR_CONTEXT_FULL, "%zu tokens do not fit: the session holds %llu, room for %lld more",
+         tokens.size(), static_cast<unsigned long long>(memory_->stats().tokens_held),
+         static_cast<long long>(memory_->room()));
 }
 
-void session::run(std::span<const int32_t> tokens, const progress_fn& progress) {
+void session::run(std::span<const int32_t> tokens, const progress_fn& progress, bool snapshot) {
   check_tokens(tokens);
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t start = memory_.size();
+  const std::unique_ptr<kv_memory::snapshot> saved = snapshot ? memory_->save() : nullptr;
   uint64_t kv_read = 0;
   try {
-    std::vector<int32_t> pos, len;
+    tokens_.reserve(tokens_.size() + tokens.size());
     for (size_t done = 0; done < tokens.size();) {
       const size_t m = std::min(tokens.size() - done, static_cast<size_t>(config_.n_batch));
-      pos.resize(m);
-      len.resize(m);
-      for (size_t i = 0; i < m; ++i) {
-        pos[i] = static_cast<int32_t>(memory_.size() + static_cast<int64_t>(i));
-        len[i] = pos[i] + 1;
-      }
-      batch b;
-      b.tokens = tokens.subspan(done, m);
-      b.positions = pos;
-      b.slots = pos;
-      b.kv_len = len;
-      b.n_logit_rows = done + m == tokens.size() ? 1 : 0;
-      kv_read += forward(*backend_, model_->hp(), weights_, memory_, ws_, b);
-      memory_.set_size(memory_.size() + static_cast<int64_t>(m));
+      const bool last = done + m == tokens.size();
+      kv_read += forward(*backend_, model_->hp(), weights_, *memory_, ws_, tokens.subspan(done, m),
+                         last ? 1 : 0);
       done += m;
       if (progress && !progress(done, tokens.size()))
         fail(SA_ERR_CANCELLED, "prefill cancelled by the progress callback after %zu of %zu tokens",
@@ -73,7 +92,10 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress) 
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
     logits_ = std::move(logits);
   } catch (...) {
-    memory_.set_size(start);  // slots past `start` are free again; nothing else changed
+    if (saved)
+      memory_->restore(saved.get());
+    else
+      broken_ = "the session is unusable: an earlier step failed after changing the memory";
     throw;
   }
   kv_bytes_read_last_ = kv_read;
@@ -84,10 +106,13 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress) 
 
 void session::prefill(std::span<const int32_t> tokens, const progress_fn& progress) {
   if (tokens.empty()) return;
-  run(tokens, progress);
+  run(tokens, progress, true);
 }
 
-void session::decode(int32_t token) { run(std::span<const int32_t>(&token, 1), nullptr); }
+void session::decode(int32_t token) {
+  // A dense memory forgets an unfinished step by itself; its snapshot is one counter.
+  run(std::span<const int32_t>(&token, 1), nullptr, config_.memory == memory_kind::dense);
+}
 
 int32_t session::sample() {
   if (logits_.empty())
@@ -96,17 +121,19 @@ int32_t session::sample() {
 }
 
 void session::reset() {
-  memory_.set_size(0);
+  memory_->reset();
   tokens_.clear();
   logits_.clear();
+  broken_.clear();
 }
 
 session_stats session::stats() const {
+  const memory_stats m = memory_->stats();
   session_stats s;
   s.n_tokens = tokens_.size();
-  s.n_kv_tokens = static_cast<uint64_t>(memory_.size());
-  s.kv_bytes_held = memory_.bytes_held();
-  s.kv_bytes_capacity = memory_.bytes_capacity();
+  s.n_kv_tokens = m.tokens_held;
+  s.kv_bytes_held = m.bytes_held;
+  s.kv_bytes_capacity = m.bytes_capacity;
   s.kv_bytes_read_last_call = kv_bytes_read_last_;
   s.weight_bytes = weights_.bytes();
   s.last_call_tokens = last_call_tokens_;

@@ -1,8 +1,11 @@
 // A session: one conversation on a model — token history, KV memory, logits, sampler.
 //
-// Every mutating call is all-or-nothing: it works on the memory's free slots and commits the
-// new size, history and logits only at the end, so an error or a cancellation leaves the
-// session exactly as it was.
+// Calls are all-or-nothing. A prefill saves the memory's state first (for dense memory that is
+// one counter; for the bounded memories a copy of the fixed-size cache, once per call) and
+// restores it on any error or cancellation. A decode step validates everything before it
+// touches the memory; dense memory forgets an unfinished step for free, and should a bounded
+// memory fail in the middle of a step (a backend fault, never bad input), the session refuses
+// all further work rather than continue from a half-updated cache.
 #pragma once
 
 #include <chrono>
@@ -10,10 +13,12 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
-#include "memory/dense_memory.h"
+#include "memory/cascade_memory.h"
+#include "memory/kv_memory.h"
 #include "model/device_weights.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -21,14 +26,21 @@
 
 namespace sa {
 
-enum class memory_kind { dense };
+enum class memory_kind { dense, streaming, cascade };
 
 struct session_config {
   backend_kind backend = backend_kind::cpu;
   int32_t n_threads = 0;       // 0: one per core
-  int32_t n_ctx = 0;           // 0: the model's trained context
-  int32_t n_batch = 256;       // prefill chunk
+  int32_t n_ctx = 0;           // dense: most tokens held; 0: the model's trained context
+  int32_t n_batch = 256;       // prefill chunk (the stride of strided prefill)
   memory_kind memory = memory_kind::dense;
+  // streaming / cascade
+  int32_t n_sinks = 64;
+  int32_t cache_tokens = 0;    // sinks included; 0: the model's trained context
+  int32_t n_cascades = 4;      // cascade only (streaming has one)
+  float beta = 0.9999f;
+  cascade_reduction reduction = cascade_reduction::max;
+  bool homogeneous = false;
   sampler_config sampling;
 };
 
@@ -57,22 +69,25 @@ class session {
   const std::vector<float>& logits() const { return logits_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const model& get_model() const { return *model_; }
+  const kv_memory& memory() const { return *memory_; }
   session_stats stats() const;
-  int32_t n_ctx() const { return static_cast<int32_t>(memory_.capacity()); }
 
  private:
   void check_tokens(std::span<const int32_t> tokens) const;
-  void run(std::span<const int32_t> tokens, const progress_fn& progress);
+  void run(std::span<const int32_t> tokens, const progress_fn& progress, bool snapshot);
+  static std::unique_ptr<kv_memory> make_memory(backend& be, const model& m,
+                                                const device_weights& w, const session_config& c);
 
   std::shared_ptr<const model> model_;
   session_config config_;
   std::unique_ptr<backend> backend_;
   device_weights weights_;
-  dense_memory memory_;
+  std::unique_ptr<kv_memory> memory_;
   workspace ws_;
   sampler sampler_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
+  std::string broken_;  // why the session refuses work, or empty
   uint64_t kv_bytes_read_last_ = 0, last_call_tokens_ = 0;
   double last_call_ms_ = 0;
 };

@@ -1,0 +1,53 @@
+// What the forward pass asks of a KV memory.
+//
+// A batch is n rows appended at once (a prefill chunk or one decode step):
+//   begin(n)         the RoPE positions of the rows' queries;
+//   attend(layer...) keep the rows' keys/values in that layer and compute the rows' attention
+//                    over what the memory holds plus the batch itself (causally);
+//   commit()         after every layer ran, the batch is part of the memory.
+// Keys reach attend() before RoPE; where and how they are rotated is the memory's business
+// (dense memory stores them rotated, cascade memory stores them raw and re-indexes positions).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/hparams.h"
+
+namespace sa {
+
+struct memory_stats {
+  uint64_t tokens_held = 0;    // tokens whose K/V are kept
+  uint64_t bytes_held = 0;     // K/V bytes in use
+  uint64_t bytes_capacity = 0; // K/V bytes allocated
+};
+
+class kv_memory {
+ public:
+  virtual ~kv_memory() = default;
+
+  // Tokens that may still be appended; INT64_MAX for memories of bounded size.
+  virtual int64_t room() const = 0;
+  // Starts a batch of n rows; fills the positions of its queries.
+  virtual void begin(int64_t n, std::vector<int32_t>& positions) = 0;
+  // q [n][n_heads][head_dim] already rotated; k, v [n][n_kv_heads][head_dim], k not rotated
+  // (attend may rotate k in place). Writes out [n][n_heads][head_dim], lse [n][n_heads].
+  // Returns the K/V bytes attention read.
+  virtual uint64_t attend(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
+                          const tensor& out, const tensor& lse) = 0;
+  virtual void commit() = 0;
+  virtual memory_stats stats() const = 0;
+
+  // Whole-state copies for rolling back a multi-chunk call (cancellation). A memory whose
+  // batches can be undone by forgetting them returns an empty snapshot (nullptr).
+  struct snapshot {
+    virtual ~snapshot() = default;
+  };
+  virtual std::unique_ptr<snapshot> save() const = 0;
+  virtual void restore(const snapshot* s) = 0;  // s from save() of this memory
+  virtual void reset() = 0;
+};
+
+}  // namespace sa

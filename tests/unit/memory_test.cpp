@@ -1,0 +1,175 @@
+// Bounded memories against the double-precision reference and against dense decoding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "gguf/gguf_reader.h"
+#include "reference_forward.h"
+#include "session/session.h"
+#include "tiny_model.h"
+
+namespace {
+
+std::shared_ptr<const sa::model> tiny(sa::dtype type = sa::dtype::f32) {
+  sa_test::tiny_model_options o;
+  o.matrix_type = type;
+  o.n_ctx_train = 4096;
+  const std::vector<uint8_t> bytes = sa_test::tiny_model_bytes(o);
+  return sa::model::from_file(sa::gguf::file::from_memory(bytes.data(), bytes.size()));
+}
+
+std::vector<int32_t> stream(size_t n, uint32_t seed) {
+  std::vector<int32_t> t;
+  uint32_t x = seed;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>((x >> 8) % 261));
+  }
+  return t;
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+sa::session_config bounded(sa::memory_kind kind, int32_t sinks, int32_t cache, int32_t cascades,
+                           int32_t stride) {
+  sa::session_config c;
+  c.n_threads = 2;
+  c.memory = kind;
+  c.n_sinks = sinks;
+  c.cache_tokens = cache;
+  c.n_cascades = cascades;
+  c.n_batch = stride;
+  return c;
+}
+
+// StreamingLLM with strided prefill: each chunk sees the sinks, the last W tokens before it
+// and itself causally, at positions re-indexed from 0; afterwards the window slides.
+class streaming_strides : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(streaming_strides, matches_the_reference_sink_and_window_attention) {
+  const int32_t stride = GetParam(), ns = 4, w = 12;
+  const auto m = tiny();
+  sa::session s(m, bounded(sa::memory_kind::streaming, ns, ns + w, 1, stride));
+  sa_test::reference_forward ref(*m);
+  const std::vector<int32_t> tokens = stream(45, 3);
+  for (size_t done = 0; done < tokens.size();) {
+    const size_t n = std::min<size_t>(stride, tokens.size() - done);
+    const std::vector<int32_t> chunk(tokens.begin() + done, tokens.begin() + done + n);
+    std::vector<int64_t> held;
+    for (int64_t i = 0; i < static_cast<int64_t>(done); ++i)
+      if (i < ns || i >= static_cast<int64_t>(done) - w) held.push_back(i);
+    const auto want = ref.process(chunk, held);
+    s.prefill(chunk, nullptr);
+    EXPECT_LT(rel_err(s.logits(), want.back()), 1e-4) << "after token " << done + n;
+    done += n;
+  }
+  EXPECT_EQ(s.stats().n_kv_tokens, static_cast<uint64_t>(ns + w));
+}
+
+INSTANTIATE_TEST_SUITE_P(all, streaming_strides, ::testing::Values(1, 5, 16));
+
+TEST(cascade_memory, equals_dense_while_the_stream_fits) {
+  // Until NS + N tokens have been seen nothing is evicted and positions are the original ones.
+  const auto m = tiny();
+  const std::vector<int32_t> tokens = stream(40, 5);
+  sa::session_config dc;
+  dc.n_threads = 2;
+  dc.n_batch = 7;
+  sa::session dense(m, dc);
+  sa::session casc(m, bounded(sa::memory_kind::cascade, 4, 4 + 3 * 12, 3, 7));
+  dense.prefill(tokens, nullptr);
+  casc.prefill(tokens, nullptr);
+  for (size_t i = 0; i < dense.logits().size(); ++i)
+    ASSERT_NEAR(casc.logits()[i], dense.logits()[i], 1e-4f * (1 + std::fabs(dense.logits()[i])));
+}
+
+TEST(cascade_memory, stride_one_prefill_equals_token_by_token_decode) {
+  const auto m = tiny(sa::dtype::q8_0);
+  const std::vector<int32_t> tokens = stream(150, 9);
+  sa::session a(m, bounded(sa::memory_kind::cascade, 4, 4 + 4 * 8, 4, 1));
+  sa::session b(m, bounded(sa::memory_kind::cascade, 4, 4 + 4 * 8, 4, 1));
+  a.prefill(tokens, nullptr);
+  for (int32_t t : tokens) b.decode(t);
+  EXPECT_EQ(a.logits(), b.logits());
+  for (int32_t l = 0; l < m->hp().n_layers; ++l)
+    for (int32_t st = 0; st < m->hp().n_kv_heads; ++st)
+      for (int32_t slot = 0; slot < 36; ++slot) {
+        const auto& ia = static_cast<const sa::cascade_memory&>(a.memory()).index(l);
+        const auto& ib = static_cast<const sa::cascade_memory&>(b.memory()).index(l);
+        EXPECT_EQ(ia.original_index(st, slot), ib.original_index(st, slot));
+        EXPECT_EQ(ia.score(st, slot), ib.score(st, slot));
+      }
+}
+
+TEST(cascade_memory, memory_stays_flat_over_a_long_stream) {
+  const auto m = tiny(sa::dtype::q8_0);
+  sa::session s(m, bounded(sa::memory_kind::cascade, 8, 8 + 4 * 16, 4, 64));
+  const std::vector<int32_t> tokens = stream(3000, 11);
+  uint64_t capacity = 0;
+  for (size_t done = 0; done < tokens.size(); done += 500) {
+    s.prefill(std::vector<int32_t>(tokens.begin() + done, tokens.begin() + done + 500), nullptr);
+    const sa::session_stats st = s.stats();
+    if (capacity == 0) capacity = st.kv_bytes_capacity;
+    EXPECT_EQ(st.kv_bytes_capacity, capacity);
+    EXPECT_EQ(st.n_kv_tokens, 8u + 64u);
+    EXPECT_LE(st.kv_bytes_held, capacity);
+  }
+  EXPECT_EQ(s.tokens().size(), 3000u);
+}
+
+TEST(cascade_memory, cancelled_prefill_restores_the_cache) {
+  const auto m = tiny();
+  const auto config = bounded(sa::memory_kind::cascade, 4, 4 + 2 * 8, 2, 4);
+  sa::session a(m, config), b(m, config);
+  const std::vector<int32_t> head = stream(30, 1), tail = stream(20, 2);
+  a.prefill(head, nullptr);
+  b.prefill(head, nullptr);
+  EXPECT_THROW(a.prefill(tail, [](size_t done, size_t) { return done < 8; }), sa::error);
+  EXPECT_EQ(a.tokens().size(), head.size());
+  a.prefill(tail, nullptr);
+  b.prefill(tail, nullptr);
+  EXPECT_EQ(a.logits(), b.logits());
+}
+
+TEST(cascade_memory, reductions_and_homogeneous_heads_run_and_decide_differently) {
+  const auto m = tiny();
+  const std::vector<int32_t> tokens = stream(200, 4);
+  std::vector<std::vector<float>> results;
+  for (auto red : {sa::cascade_reduction::max, sa::cascade_reduction::mean,
+                   sa::cascade_reduction::median}) {
+    for (bool homogeneous : {false, true}) {
+      auto c = bounded(sa::memory_kind::cascade, 4, 4 + 4 * 8, 4, 8);
+      c.reduction = red;
+      c.homogeneous = homogeneous;
+      sa::session s(m, c);
+      s.prefill(tokens, nullptr);
+      results.push_back(s.logits());
+      if (homogeneous) {  // every KV head keeps the same tokens
+        const auto& idx = static_cast<const sa::cascade_memory&>(s.memory()).index(0);
+        for (int32_t slot = 0; slot < idx.n_slots(); ++slot)
+          EXPECT_EQ(idx.original_index(0, slot), idx.original_index(1, slot));
+      }
+    }
+  }
+  int distinct = 0;
+  for (size_t i = 1; i < results.size(); ++i) distinct += results[i] != results[0];
+  EXPECT_GT(distinct, 0);
+}
+
+TEST(cascade_memory, bad_configurations_are_rejected) {
+  const auto m = tiny();
+  EXPECT_THROW(sa::session(m, bounded(sa::memory_kind::cascade, 4, 4 + 10, 3, 8)), sa::error);
+  EXPECT_THROW(sa::session(m, bounded(sa::memory_kind::cascade, 64, 64, 1, 8)), sa::error);
+  EXPECT_THROW(sa::session(m, bounded(sa::memory_kind::cascade, 4, 36, 0, 8)), sa::error);
+}
+
+}  // namespace
