@@ -1,10 +1,13 @@
 // sa-passkey: passkey retrieval as in the Cascading KV Cache paper.
 //
-// For each context length and each of the depth bins, `trials` prompts hide a random 5-digit
-// key at a uniformly random depth inside the bin; the model reads the prompt and answers
-// greedily. Reports per-digit accuracy (random guessing scores 10%) and exact-match accuracy.
+// For each memory, context length and depth bin, `trials` prompts hide a random 5-digit key at
+// a uniformly random depth inside the bin; the model reads the prompt (strided prefill: chunks
+// of --stride tokens) and answers greedily. Reports per-digit accuracy (random guessing scores
+// 10%) and exact-match accuracy. Streaming and cascade memories have the same total size
+// (--cache tokens, sinks included); dense is the unbounded full-attention reference.
 //
-//   sa-passkey --lengths 256,512,1024,2048 --trials 10 --memory dense
+//   sa-passkey                          streaming vs cascade, lengths doubling from the cache
+//   sa-passkey --compare --max-len 65536 --plot passkey.png
 //
 // Uses only the public C API (sa.h).
 #include <algorithm>
@@ -12,12 +15,14 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <cxxopts.hpp>
 
+#include "heatmap.h"
 #include "passkey_prompt.h"
 #include "sa/sa.h"
 
@@ -29,6 +34,7 @@ struct cell {  // one (method, length, depth bin)
   int exact = 0;
   double seconds = 0;
   uint64_t tokens = 0;
+  bool skipped = false;
 };
 
 struct progress_state {
@@ -39,12 +45,12 @@ struct progress_state {
 
 void draw_progress(const progress_state& p, uint64_t done) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.start).count();
-  const double rate = s > 0 ? static_cast<double>(done) / s : 0;
-  const double eta = rate > 0 ? static_cast<double>(p.total - done) / rate : 0;
-  const int width = 30;
   const double total = static_cast<double>(p.total);
+  const double rate = s > 0 ? static_cast<double>(done) / s : 0;
+  const double eta = rate > 0 ? (total - static_cast<double>(done)) / rate : 0;
+  const int width = 30;
   const int fill = p.total ? static_cast<int>(width * static_cast<double>(done) / total) : width;
-  std::fprintf(stderr, "\r[%.*s%*s] %5.1f%% %8.0f tok/s  ETA %4.0fs  %-28s", fill,
+  std::fprintf(stderr, "\r[%.*s%*s] %5.1f%% %7.0f tok/s  ETA %5.0fs  %-34s", fill,
                "##############################", width - fill, "",
                p.total ? 100.0 * static_cast<double>(done) / total : 100.0, rate, eta,
                p.label.c_str());
@@ -57,12 +63,12 @@ int32_t on_progress(size_t done, size_t, void* user) {
   return 0;
 }
 
-std::vector<int64_t> parse_lengths(const std::string& s) {
-  std::vector<int64_t> out;
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(std::stoll(item));
+    if (!item.empty()) out.push_back(item);
   return out;
 }
 
@@ -85,25 +91,46 @@ std::string answer(sa_session* s, const sa_model* m, sa_status* st) {
   return text;
 }
 
+int32_t memory_code(const std::string& m) {
+  if (m == "dense") return SA_MEMORY_DENSE;
+  if (m == "streaming") return SA_MEMORY_STREAMING;
+  if (m == "cascade") return SA_MEMORY_CASCADE;
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options opts("sa-passkey", "Passkey retrieval: accuracy by context length and depth.");
+  cxxopts::Options opts("sa-passkey",
+                        "Passkey retrieval: accuracy by memory, context length and depth.");
   // clang-format off
   opts.add_options()
     ("m,model", "GGUF model", cxxopts::value<std::string>()->default_value(
         SA_MODELS_DIR "/sa-default-q8_0.gguf"))
     ("words", "filler word list (lowercase alphabetic words are used)",
         cxxopts::value<std::string>()->default_value("/usr/share/dict/american-english"))
-    ("memory", "KV memory: dense", cxxopts::value<std::string>()->default_value("dense"))
-    ("lengths", "comma-separated context lengths in tokens",
-        cxxopts::value<std::string>()->default_value("256,512,1024,2048"))
+    ("memory", "comma-separated memories: dense, streaming, cascade",
+        cxxopts::value<std::string>()->default_value("streaming,cascade"))
+    ("compare", "run all three memories (same as --memory dense,streaming,cascade)")
+    ("cache", "streaming/cascade cache size in tokens, sinks included",
+        cxxopts::value<int>()->default_value("512"))
+    ("sinks", "sink tokens", cxxopts::value<int>()->default_value("64"))
+    ("cascades", "cascade sub-caches", cxxopts::value<int>()->default_value("4"))
+    ("stride", "prefill chunk in tokens (strided prefill)",
+        cxxopts::value<int>()->default_value("256"))
+    ("max-len", "longest context; lengths double from --cache up to it",
+        cxxopts::value<long long>()->default_value("8192"))
+    ("lengths", "explicit comma-separated lengths (instead of doubling)",
+        cxxopts::value<std::string>())
+    ("dense-max", "longest context dense runs at (its cost grows with the square)",
+        cxxopts::value<long long>()->default_value("4096"))
     ("depth-bins", "depth bins per length", cxxopts::value<int>()->default_value("5"))
-    ("trials", "prompts per (length, depth bin)", cxxopts::value<int>()->default_value("4"))
+    ("trials", "prompts per (length, depth bin)", cxxopts::value<int>()->default_value("2"))
     ("seed", "seed of the prompts", cxxopts::value<uint64_t>()->default_value("1"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
-    ("b,batch", "prefill chunk in tokens", cxxopts::value<int>()->default_value("256"))
     ("json", "write one record per (method, length, depth bin) to FILE",
+        cxxopts::value<std::string>())
+    ("plot", "write an accuracy heatmap PNG (length x depth, one panel per memory)",
         cxxopts::value<std::string>())
     ("h,help", "print this help");
   // clang-format on
@@ -115,27 +142,34 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (args.count("help")) {
-    std::printf("%s\nJSON records: {\"method\", \"length\", \"depth\" (bin centre, 0..1), "
-                "\"trials\", \"digit_accuracy\", \"exact_accuracy\", \"cache_tokens\", "
-                "\"tokens_per_s\"}\n", opts.help().c_str());
+    std::printf("%s\nJSON: an array of records {\"method\", \"length\", \"depth\" (bin centre, "
+                "0..1), \"trials\", \"digit_accuracy\", \"exact_accuracy\", \"cache_tokens\", "
+                "\"tokens_per_s\"}.\n", opts.help().c_str());
     return 0;
   }
-  const std::string method = args["memory"].as<std::string>();
-  if (method != "dense") {
-    std::fprintf(stderr, "sa-passkey: memory '%s' is not available in this build (dense is)\n",
-                 method.c_str());
-    return 2;
-  }
-  std::vector<int64_t> lengths;
+  const std::vector<std::string> methods =
+      split(args.count("compare") ? "dense,streaming,cascade" : args["memory"].as<std::string>());
+  for (const std::string& m : methods)
+    if (memory_code(m) < 0) {
+      std::fprintf(stderr, "sa-passkey: unknown memory '%s' (dense, streaming, cascade)\n", m.c_str());
+      return 2;
+    }
+  const int cache = args["cache"].as<int>(), bins = args["depth-bins"].as<int>();
+  const int trials = args["trials"].as<int>(), stride = args["stride"].as<int>();
+  const long long dense_max = args["dense-max"].as<long long>();
+  std::vector<long long> lengths;
   try {
-    lengths = parse_lengths(args["lengths"].as<std::string>());
+    if (args.count("lengths")) {
+      for (const std::string& s : split(args["lengths"].as<std::string>())) lengths.push_back(std::stoll(s));
+    } else {
+      for (long long L = cache; L <= args["max-len"].as<long long>(); L *= 2) lengths.push_back(L);
+    }
   } catch (const std::exception&) {
     std::fprintf(stderr, "sa-passkey: --lengths must be comma-separated integers\n");
     return 2;
   }
-  const int bins = args["depth-bins"].as<int>(), trials = args["trials"].as<int>();
-  if (lengths.empty() || bins < 1 || trials < 1) {
-    std::fprintf(stderr, "sa-passkey: need lengths, depth-bins >= 1 and trials >= 1\n");
+  if (methods.empty() || lengths.empty() || bins < 1 || trials < 1 || stride < 1 || cache < 1) {
+    std::fprintf(stderr, "sa-passkey: need memories, lengths, and positive bins/trials/stride/cache\n");
     return 2;
   }
 
@@ -156,100 +190,165 @@ int main(int argc, char** argv) {
 
   progress_state prog;
   prog.start = std::chrono::steady_clock::now();
-  for (int64_t L : lengths) prog.total += static_cast<uint64_t>(L) * bins * trials;
-  std::mt19937_64 rng(args["seed"].as<uint64_t>());
-  std::map<std::pair<int64_t, int>, cell> cells;
+  for (const std::string& m : methods)
+    for (long long L : lengths)
+      if (m != "dense" || L <= dense_max) prog.total += static_cast<uint64_t>(L) * bins * trials;
+  std::map<std::tuple<std::string, long long, int>, cell> cells;
 
-  for (int64_t L : lengths) {
-    sa_session_params sp;
-    sa_session_params_init(&sp);
-    sp.n_threads = args["threads"].as<int>();
-    sp.n_batch = args["batch"].as<int>();
-    sp.n_ctx = static_cast<int32_t>(L + 8);
-    sa_session* s = nullptr;
-    if (sa_session_create(model, &sp, &s) != SA_OK) {
-      std::fprintf(stderr, "\nsa-passkey: %s\n", sa_last_error());
-      return 1;
-    }
-    for (int b = 0; b < bins; ++b) {
-      for (int t = 0; t < trials; ++t) {
-        std::uniform_real_distribution<double> in_bin(static_cast<double>(b) / bins,
-                                                       static_cast<double>(b + 1) / bins);
-        passkey_case c;
-        try {
-          c = builder->make(rng, L, in_bin(rng));
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "sa-passkey: %s\n", e.what());
-          return 2;
-        }
-        prog.label = method + " len " + std::to_string(L) + " depth " + std::to_string(b + 1) +
-                     "/" + std::to_string(bins);
-        const auto t0 = std::chrono::steady_clock::now();
-        sa_session_reset(s);
-        if (sa_prefill(s, c.tokens.data(), c.tokens.size(), on_progress, &prog) != SA_OK) {
-          std::fprintf(stderr, "\nsa-passkey: prefill: %s\n", sa_session_errmsg(s));
+  for (const std::string& method : methods) {
+    // Every memory sees the same prompts: the generator restarts per memory.
+    std::mt19937_64 rng(args["seed"].as<uint64_t>());
+    for (long long L : lengths) {
+      const bool skip = method == "dense" && L > dense_max;
+      sa_session* s = nullptr;
+      if (!skip) {
+        sa_session_params sp;
+        sa_session_params_init(&sp);
+        sp.n_threads = args["threads"].as<int>();
+        sp.n_batch = stride;
+        sp.memory = memory_code(method);
+        sp.n_ctx = static_cast<int32_t>(L + 8);
+        sp.cache_tokens = cache;
+        sp.n_sinks = args["sinks"].as<int>();
+        sp.n_cascades = args["cascades"].as<int>();
+        if (sa_session_create(model, &sp, &s) != SA_OK) {
+          std::fprintf(stderr, "\nsa-passkey: %s: %s\n", method.c_str(), sa_last_error());
           return 1;
         }
-        sa_status st = SA_OK;
-        std::string out = answer(s, model, &st);
-        if (st != SA_OK) {
-          std::fprintf(stderr, "\nsa-passkey: decode: %s\n", sa_session_errmsg(s));
-          return 1;
-        }
-        out.erase(0, out.find_first_not_of(' '));
-        int right = 0;
-        for (int i = 0; i < 5; ++i) right += i < static_cast<int>(out.size()) && out[i] == c.key[i];
-        cell& e = cells[{L, b}];
-        e.trials++;
-        e.digits += right / 5.0;
-        e.exact += right == 5;
-        e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        e.tokens += c.tokens.size();
-        prog.done_before += static_cast<uint64_t>(L);
-        draw_progress(prog, prog.done_before);
       }
+      for (int b = 0; b < bins; ++b) {
+        for (int t = 0; t < trials; ++t) {
+          std::uniform_real_distribution<double> in_bin(static_cast<double>(b) / bins,
+                                                         static_cast<double>(b + 1) / bins);
+          passkey_case c;
+          try {
+            c = builder->make(rng, L, in_bin(rng));
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "sa-passkey: %s\n", e.what());
+            return 2;
+          }
+          cell& e = cells[{method, L, b}];
+          if (skip) {
+            e.skipped = true;
+            continue;
+          }
+          prog.label = method + " len " + std::to_string(L) + " depth " + std::to_string(b + 1) +
+                       "/" + std::to_string(bins);
+          const auto t0 = std::chrono::steady_clock::now();
+          sa_session_reset(s);
+          if (sa_prefill(s, c.tokens.data(), c.tokens.size(), on_progress, &prog) != SA_OK) {
+            std::fprintf(stderr, "\nsa-passkey: prefill: %s\n", sa_session_errmsg(s));
+            return 1;
+          }
+          sa_status st = SA_OK;
+          std::string out = answer(s, model, &st);
+          if (st != SA_OK) {
+            std::fprintf(stderr, "\nsa-passkey: decode: %s\n", sa_session_errmsg(s));
+            return 1;
+          }
+          out.erase(0, out.find_first_not_of(' '));
+          int right = 0;
+          for (int i = 0; i < 5; ++i) right += i < static_cast<int>(out.size()) && out[i] == c.key[i];
+          e.trials++;
+          e.digits += right / 5.0;
+          e.exact += right == 5;
+          e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          e.tokens += c.tokens.size();
+          prog.done_before += static_cast<uint64_t>(L);
+          draw_progress(prog, prog.done_before);
+        }
+      }
+      sa_session_destroy(s);
     }
-    sa_session_destroy(s);
   }
   std::fprintf(stderr, "\n");
 
-  // Results: one line per length, then the depth breakdown.
-  std::printf("passkey retrieval  model %s  memory %s  %d depth bins x %d trials\n\n", path.c_str(),
-              method.c_str(), bins, trials);
-  std::printf("%8s  %7s  %7s  %9s   exact by depth bin (shallow -> deep)\n", "length", "digit%",
-              "exact%", "tok/s");
-  std::ofstream json;
-  if (args.count("json")) json.open(args["json"].as<std::string>());
-  bool first = true;
-  if (json) json << "[\n";
-  for (int64_t L : lengths) {
+  // Table: one line per length, columns per memory (digit% / exact%), then depth breakdowns.
+  std::printf("passkey retrieval  model %s\ncache %d tokens (%d sinks, %d cascades), stride %d, "
+              "%d depth bins x %d trials; digit%% by chance: 10\n\n", path.c_str(), cache,
+              args["sinks"].as<int>(), args["cascades"].as<int>(), stride, bins, trials);
+  std::printf("%9s", "length");
+  for (const std::string& m : methods) std::printf("  %9s digit/exact%%", m.c_str());
+  std::printf("\n");
+  auto total_of = [&](const std::string& m, long long L) {
     cell all;
-    std::string per_bin;
     for (int b = 0; b < bins; ++b) {
-      const cell& e = cells[{L, b}];
+      const cell& e = cells[{m, L, b}];
       all.trials += e.trials;
       all.digits += e.digits;
       all.exact += e.exact;
       all.seconds += e.seconds;
       all.tokens += e.tokens;
-      char buf[32];
-      std::snprintf(buf, sizeof buf, " %5.1f", 100.0 * e.exact / e.trials);
-      per_bin += buf;
-      if (json) {
-        json << (first ? "" : ",\n") << "  {\"method\": \"" << method << "\", \"length\": " << L
-             << ", \"depth\": " << (b + 0.5) / bins << ", \"trials\": " << e.trials
-             << ", \"digit_accuracy\": " << e.digits / e.trials
-             << ", \"exact_accuracy\": " << static_cast<double>(e.exact) / e.trials
-             << ", \"cache_tokens\": " << L + 8
-             << ", \"tokens_per_s\": " << static_cast<double>(e.tokens) / e.seconds << "}";
-        first = false;
-      }
+      all.skipped = e.skipped;
     }
-    std::printf("%8lld  %7.1f  %7.1f  %9.0f  %s\n", static_cast<long long>(L),
-                100.0 * all.digits / all.trials, 100.0 * all.exact / all.trials,
-                static_cast<double>(all.tokens) / all.seconds, per_bin.c_str());
+    return all;
+  };
+  for (long long L : lengths) {
+    std::printf("%9lld", L);
+    for (const std::string& m : methods) {
+      const cell all = total_of(m, L);
+      if (all.skipped)
+        std::printf("  %22s", "n/a");
+      else
+        std::printf("  %12.1f / %6.1f", 100.0 * all.digits / all.trials, 100.0 * all.exact / all.trials);
+    }
+    std::printf("\n");
   }
-  if (json) json << "\n]\n";
+  std::printf("\nexact%% by depth bin (shallow -> deep):\n");
+  for (const std::string& m : methods)
+    for (long long L : lengths) {
+      std::printf("  %-9s %8lld:", m.c_str(), L);
+      for (int b = 0; b < bins; ++b) {
+        const cell& e = cells[{m, L, b}];
+        if (e.skipped)
+          std::printf("    n/a");
+        else
+          std::printf(" %6.1f", 100.0 * e.exact / e.trials);
+      }
+      std::printf("\n");
+    }
+
+  if (args.count("json")) {
+    std::ofstream json(args["json"].as<std::string>());
+    json << "[\n";
+    bool first = true;
+    for (const std::string& m : methods)
+      for (long long L : lengths)
+        for (int b = 0; b < bins; ++b) {
+          const cell& e = cells[{m, L, b}];
+          if (e.skipped) continue;
+          json << (first ? "" : ",\n") << "  {\"method\": \"" << m << "\", \"length\": " << L
+               << ", \"depth\": " << (b + 0.5) / bins << ", \"trials\": " << e.trials
+               << ", \"digit_accuracy\": " << e.digits / e.trials
+               << ", \"exact_accuracy\": " << static_cast<double>(e.exact) / e.trials
+               << ", \"cache_tokens\": " << (m == "dense" ? L : cache)
+               << ", \"tokens_per_s\": " << static_cast<double>(e.tokens) / e.seconds << "}";
+          first = false;
+        }
+    json << "\n]\n";
+  }
+  if (args.count("plot")) {
+    std::vector<heatmap_panel> panels;
+    for (const std::string& m : methods) {
+      heatmap_panel p;
+      p.title = m + (m == "dense" ? "" : " (cache " + std::to_string(cache) + ")");
+      p.lengths = lengths;
+      for (int b = 0; b < bins; ++b) {
+        std::vector<double> row;
+        for (long long L : lengths) {
+          const cell& e = cells[{m, L, b}];
+          row.push_back(e.skipped ? -1.0 : static_cast<double>(e.exact) / e.trials);
+        }
+        p.value.push_back(row);
+      }
+      panels.push_back(p);
+    }
+    std::string err;
+    if (!write_heatmap(args["plot"].as<std::string>(), panels, "passkey exact match %", &err)) {
+      std::fprintf(stderr, "sa-passkey: %s\n", err.c_str());
+      return 1;
+    }
+  }
   sa_model_destroy(model);
   return 0;
 }
