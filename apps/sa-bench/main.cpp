@@ -1,0 +1,222 @@
+// sa-bench: micro-benchmarks behind the README's figures.
+//
+//   sa-bench cache-update   cost per token of the cascade cache update (bookkeeping + single-row
+//                           moves) against a concatenating cache that rebuilds [sinks | window |
+//                           new token] on every step, as reference sink caches do
+//   sa-bench memory         KV bytes held against stream length: dense vs cascade sessions
+//
+// Timings are wall-clock medians over repetitions on this machine; run with the machine idle.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+
+#include "backend/backend.h"
+#include "memory/cascade_index.h"
+#include "sa/sa.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct shape {
+  const char* name;
+  int32_t kv_heads, head_dim;
+};
+
+// ns per token of the cascade update for one layer: EMA decay + push + K and V row moves.
+double cascade_update_ns(const shape& sh, int32_t cache, int32_t sinks, int32_t cascades,
+                         int64_t steps) {
+  sa::cascade_config c;
+  c.n_sinks = sinks;
+  c.n_cascades = cascades;
+  c.window = (cache - sinks) / cascades;
+  sa::cascade_index idx(c, sh.kv_heads);
+  auto be = sa::make_backend(sa::backend_kind::cpu, 1);
+  const int64_t rows = idx.n_slots() + 1;
+  sa::buffer_ptr kb = be->alloc(static_cast<size_t>(sh.kv_heads * rows * sh.head_dim) * 4);
+  sa::buffer_ptr vb = be->alloc(static_cast<size_t>(sh.kv_heads * rows * sh.head_dim) * 4);
+  sa::tensor k, v;
+  k.buf = kb.get();
+  v.buf = vb.get();
+  k.ne[0] = v.ne[0] = sh.head_dim;
+  k.ne[1] = v.ne[1] = sh.kv_heads * rows;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(0.0f, 1e-3f);
+  std::vector<float> inc(static_cast<size_t>(sh.kv_heads) * idx.n_slots()), init(sh.kv_heads);
+  std::vector<sa::cascade_index::move> moves;
+  std::vector<sa::row_move> row_moves;
+  // Warm up past the fill so every step is a steady-state step.
+  auto step = [&] {
+    for (float& x : inc) x = u(rng);
+    for (float& x : init) x = u(rng);
+    idx.decay_and_add(1, inc.data());
+    moves.clear();
+    idx.push(1, init.data(), moves);
+    row_moves.clear();
+    for (const auto& m : moves) row_moves.push_back({m.stream, m.src, m.dst});
+    be->move_rows(k, rows, row_moves);
+    be->move_rows(v, rows, row_moves);
+  };
+  for (int64_t i = 0; i < cache + 64; ++i) step();
+  // The random increments are drawn outside the timed region's cost model: time them alone too.
+  const auto t0 = clock_type::now();
+  for (int64_t i = 0; i < steps; ++i) step();
+  const double total = std::chrono::duration<double, std::nano>(clock_type::now() - t0).count();
+  const auto t1 = clock_type::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    for (float& x : inc) x = u(rng);
+    for (float& x : init) x = u(rng);
+  }
+  const double draws = std::chrono::duration<double, std::nano>(clock_type::now() - t1).count();
+  return (total - draws) / static_cast<double>(steps);
+}
+
+// ns per token of a concatenating sink cache: every step allocates a new [kv][cache][hd] K and
+// V and copies sinks, the window minus its oldest token, and the new token into it.
+double concat_update_ns(const shape& sh, int32_t cache, int32_t sinks, int64_t steps) {
+  const size_t row = static_cast<size_t>(sh.head_dim);
+  const size_t per_head = static_cast<size_t>(cache) * row;
+  std::vector<float> k(sh.kv_heads * per_head, 1.0f), v(k), fresh(sh.kv_heads * row, 2.0f);
+  const auto t0 = clock_type::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    for (std::vector<float>* cache_buf : {&k, &v}) {
+      std::vector<float> next(cache_buf->size());
+      for (int32_t h = 0; h < sh.kv_heads; ++h) {
+        const float* src = cache_buf->data() + h * per_head;
+        float* dst = next.data() + h * per_head;
+        std::memcpy(dst, src, sinks * row * 4);                                   // sinks
+        std::memcpy(dst + sinks * row, src + (sinks + 1) * row,                   // window - oldest
+                    (cache - sinks - 1) * row * 4);
+        std::memcpy(dst + (cache - 1) * row, fresh.data() + h * row, row * 4);    // new token
+      }
+      cache_buf->swap(next);
+    }
+  }
+  return std::chrono::duration<double, std::nano>(clock_type::now() - t0).count() /
+         static_cast<double>(steps);
+}
+
+int cache_update(int reps) {
+  const shape shapes[] = {{"sa-default layer (2 kv heads x 64)", 2, 64},
+                          {"Llama-3-8B layer (8 kv heads x 128)", 8, 128}};
+  std::printf("cache update per token and layer, cascade (4 sub-caches, 64 sinks) vs a "
+              "concatenating cache of the same size; median of %d runs\n\n", reps);
+  std::printf("%-38s %8s %14s %14s %9s\n", "shape", "cache", "cascade ns", "concat ns", "ratio");
+  for (const shape& sh : shapes)
+    for (int32_t cache : {2048, 8192, 32768}) {
+      const int32_t sinks = 64, cascades = 4;
+      if ((cache - sinks) % cascades) continue;
+      std::vector<double> a, b;
+      for (int r = 0; r < reps; ++r) {
+        a.push_back(cascade_update_ns(sh, cache, sinks, cascades, 4000));
+        b.push_back(concat_update_ns(sh, cache, sinks, 200));
+      }
+      const double ca = median(a), cb = median(b);
+      std::printf("%-38s %8d %14.0f %14.0f %8.0fx\n", sh.name, cache, ca, cb, cb / ca);
+    }
+  return 0;
+}
+
+int memory(const std::string& model_path, int threads, long long max_len) {
+  sa_model* m = nullptr;
+  if (sa_model_load(model_path.c_str(), nullptr, &m) != SA_OK) {
+    std::fprintf(stderr, "sa-bench: %s\n", sa_last_error());
+    return 1;
+  }
+  std::printf("KV memory against stream length (%s)\n\n", model_path.c_str());
+  std::printf("%10s %18s %18s %18s\n", "tokens", "dense held (MiB)", "cascade held (MiB)",
+              "cascade alloc (MiB)");
+  sa_session_params cp;
+  sa_session_params_init(&cp);
+  cp.memory = SA_MEMORY_CASCADE;
+  cp.cache_tokens = 2048;
+  cp.n_threads = threads;
+  cp.n_batch = 1024;
+  sa_session* casc = nullptr;
+  if (sa_session_create(m, &cp, &casc) != SA_OK) {
+    std::fprintf(stderr, "sa-bench: %s\n", sa_last_error());
+    return 1;
+  }
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> tok(300, 3000);
+  long long fed = 0;
+  const double mib = 1024.0 * 1024.0;
+  for (long long L = 1024; L <= max_len; L *= 2) {
+    std::vector<int32_t> chunk(static_cast<size_t>(L - fed));
+    for (int32_t& t : chunk) t = tok(rng);
+    if (sa_prefill(casc, chunk.data(), chunk.size(), nullptr, nullptr) != SA_OK) {
+      std::fprintf(stderr, "sa-bench: %s\n", sa_session_errmsg(casc));
+      return 1;
+    }
+    fed = L;
+    sa_stats cs{};
+    cs.struct_size = sizeof cs;
+    sa_session_stats(casc, &cs);
+    // Dense holds every token: allocate one for this length and read what it would hold full.
+    sa_session_params dp;
+    sa_session_params_init(&dp);
+    dp.n_ctx = static_cast<int32_t>(L);
+    dp.n_threads = threads;
+    sa_session* dense = nullptr;
+    double dense_mib = -1;
+    if (sa_session_create(m, &dp, &dense) == SA_OK) {
+      sa_stats ds{};
+      ds.struct_size = sizeof ds;
+      sa_session_stats(dense, &ds);
+      dense_mib = static_cast<double>(ds.kv_bytes_capacity) / mib;
+      sa_session_destroy(dense);
+    }
+    std::printf("%10lld %18.1f %18.1f %18.1f\n", L, dense_mib,
+                static_cast<double>(cs.kv_bytes_held) / mib,
+                static_cast<double>(cs.kv_bytes_capacity) / mib);
+  }
+  sa_session_destroy(casc);
+  sa_model_destroy(m);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options opts("sa-bench", "Micro-benchmarks: cache-update | memory");
+  // clang-format off
+  opts.add_options()
+    ("mode", "cache-update or memory", cxxopts::value<std::string>())
+    ("m,model", "GGUF model (memory mode)", cxxopts::value<std::string>()->default_value(
+        SA_MODELS_DIR "/sa-default-q8_0.gguf"))
+    ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
+    ("max-len", "memory mode: longest stream", cxxopts::value<long long>()->default_value("65536"))
+    ("reps", "cache-update mode: repetitions", cxxopts::value<int>()->default_value("3"))
+    ("h,help", "print this help");
+  // clang-format on
+  opts.parse_positional({"mode"});
+  cxxopts::ParseResult args;
+  try {
+    args = opts.parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sa-bench: %s\n", e.what());
+    return 2;
+  }
+  if (args.count("help") || !args.count("mode")) {
+    std::printf("%s", opts.help().c_str());
+    return args.count("help") ? 0 : 2;
+  }
+  const std::string mode = args["mode"].as<std::string>();
+  if (mode == "cache-update") return cache_update(args["reps"].as<int>());
+  if (mode == "memory")
+    return memory(args["model"].as<std::string>(), args["threads"].as<int>(),
+                  args["max-len"].as<long long>());
+  std::fprintf(stderr, "sa-bench: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}
