@@ -109,8 +109,9 @@ void cascade_memory::update_scores(cascade_index& idx, const std::vector<int32_t
   const int32_t n_streams = idx.n_streams(), n_slots = idx.n_slots();
   init_.assign(static_cast<size_t>(n_streams * n_), 0.0f);
   if (!cfg_.scores) return;
+  // The attention op writes mass as [n_heads][n_keys], n_keys being the longest span.
   const int64_t n_keys = held + n_;
-  mass_host_.resize(static_cast<size_t>(hp_.n_heads * rows_));
+  mass_host_.resize(static_cast<size_t>(hp_.n_heads * n_keys));
   be_.download(*mass_.buf, mass_.offset, mass_host_.data(), mass_host_.size() * sizeof(float));
   inc_.assign(static_cast<size_t>(n_streams) * n_slots, 0.0f);
   const int32_t group = cfg_.homogeneous ? hp_.n_heads : hp_.n_heads / hp_.n_kv_heads;
@@ -120,7 +121,7 @@ void cascade_memory::update_scores(cascade_index& idx, const std::vector<int32_t
     for (int64_t j = 0; j < n_keys; ++j) {
       for (int32_t g = 0; g < group; ++g)
         reduce_buf_[static_cast<size_t>(g)] =
-            mass_host_[static_cast<size_t>((first_head + g) * rows_ + j)];
+            mass_host_[static_cast<size_t>((first_head + g) * n_keys + j)];
       const float x = reduce_heads(cfg_.reduction, reduce_buf_.data(), group);
       if (j < held)
         inc_[static_cast<size_t>(s) * n_slots + order[static_cast<size_t>(j)]] = x;

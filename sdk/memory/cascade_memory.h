@@ -58,7 +58,7 @@ class cascade_memory final : public kv_memory {
   std::vector<buffer_ptr> buffers_;
   std::vector<tensor> k_, v_;  // per layer [n_kv_heads][rows_][head_dim]
   tensor k_rot_;               // [n_kv_heads][rows_][head_dim] rotated keys of one layer
-  tensor mass_;                // [n_heads][rows_] attention mass per key
+  tensor mass_;                // [n_heads][n_keys of the batch], room for [n_heads][rows_]
   // Per batch:
   int64_t n_ = 0;
   std::vector<int32_t> positions_;

@@ -68,6 +68,8 @@ std::vector<std::vector<double>> reference_forward::process(const std::vector<in
   std::vector<vec> x(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t)
     x[t] = vec(embd.begin() + chunk[t] * d, embd.begin() + (chunk[t] + 1) * d);
+  probs_.assign(m_.weights().layers.size(),
+                std::vector<std::vector<vec>>(static_cast<size_t>(H), std::vector<vec>(n)));
   for (size_t l = 0; l < m_.weights().layers.size(); ++l) {
     const sa::layer_weights& L = m_.weights().layers[l];
     std::vector<vec> q(n);
@@ -114,6 +116,9 @@ std::vector<std::vector<double>> reference_forward::process(const std::vector<in
         for (double& e : s) sum += (e = std::exp(e - mx));
         for (int64_t u = 0; u < len; ++u)
           for (int64_t e = 0; e < hd; ++e) att[h * hd + e] += s[u] / sum * values[u][g * hd + e];
+        vec& p = probs_[l][h][t];
+        p.resize(s.size());
+        for (size_t u = 0; u < s.size(); ++u) p[u] = s[u] / sum;
       }
       const vec o = matvec(L.wo, att);
       for (size_t i = 0; i < o.size(); ++i) x[t][i] += o[i];

@@ -24,6 +24,12 @@ class reference_forward {
                                            const std::vector<int64_t>& held);
   int64_t next_index() const { return next_; }
 
+  // Attention probabilities of the last process() call: [layer][query head][row][key], keys
+  // in position order (held tokens, then the chunk's rows up to the row itself).
+  const std::vector<std::vector<std::vector<std::vector<double>>>>& last_probs() const {
+    return probs_;
+  }
+
   // Convenience: dense processing of a whole sequence in one chunk.
   std::vector<std::vector<double>> run(const std::vector<int32_t>& tokens);
 
@@ -40,6 +46,7 @@ class reference_forward {
   int64_t next_ = 0;
   // [layer] -> token index -> raw (pre-RoPE) key / value [n_kv_heads * head_dim]
   std::vector<std::map<int64_t, vec>> k_, v_;
+  std::vector<std::vector<std::vector<std::vector<double>>>> probs_;
 };
 
 }  // namespace sa_test

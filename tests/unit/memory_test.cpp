@@ -1,7 +1,9 @@
 // Bounded memories against the double-precision reference and against dense decoding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <vector>
 
 #include "core/error.h"
@@ -170,6 +172,67 @@ TEST(cascade_memory, bad_configurations_are_rejected) {
   EXPECT_THROW(sa::session(m, bounded(sa::memory_kind::cascade, 4, 4 + 10, 3, 8)), sa::error);
   EXPECT_THROW(sa::session(m, bounded(sa::memory_kind::cascade, 64, 64, 1, 8)), sa::error);
   EXPECT_THROW(sa::session(m, bounded(sa::memory_kind::cascade, 4, 36, 0, 8)), sa::error);
+}
+
+}  // namespace
+
+namespace {
+
+// The EMA scores the cascade keeps equal those computed from the reference's attention
+// probabilities: a chunk of q rows adds sum_r (1-b) b^(q-1-r) A_h[r][key], reduced by max over
+// each KV head's query heads; a held slot first decays by b^q; a new token starts from the
+// attention its own chunk gave it.
+TEST(cascade_memory, scores_follow_the_reference_attention) {
+  const auto m = tiny();
+  const int32_t ns = 2, w = 8, c = 2, stride = 5;
+  auto cfg = bounded(sa::memory_kind::cascade, ns, ns + c * w, c, stride);
+  cfg.beta = 0.75f;  // far from 1 so decay and weights matter
+  sa::session s(m, cfg);
+  sa_test::reference_forward ref(*m);
+  const int32_t H = m->hp().n_heads, KV = m->hp().n_kv_heads, group = H / KV;
+  const std::vector<int32_t> tokens = stream(3 * stride, 21);
+  // expected[layer][kv head][token] while every token is still held (3 chunks < NS + N).
+  std::vector<std::vector<std::map<int64_t, double>>> expected(
+      m->hp().n_layers, std::vector<std::map<int64_t, double>>(KV));
+  for (int chunk = 0; chunk < 3; ++chunk) {
+    std::vector<int64_t> held;
+    for (int64_t i = 0; i < chunk * stride; ++i) held.push_back(i);
+    const std::vector<int32_t> part(tokens.begin() + chunk * stride,
+                                    tokens.begin() + (chunk + 1) * stride);
+    ref.process(part, held);
+    s.prefill(part, nullptr);
+    const auto& P = ref.last_probs();
+    for (int32_t l = 0; l < m->hp().n_layers; ++l)
+      for (int32_t g = 0; g < KV; ++g) {
+        auto& e = expected[l][g];
+        for (auto& [token, score] : e) score *= std::pow(0.75, stride);
+        const int64_t n_keys = static_cast<int64_t>(held.size()) + stride;
+        for (int64_t key = 0; key < n_keys; ++key) {
+          double best = -1;
+          for (int32_t h = g * group; h < (g + 1) * group; ++h) {
+            double sum = 0;
+            for (int32_t r = 0; r < stride; ++r) {
+              const auto& row = P[l][h][r];
+              if (key < static_cast<int64_t>(row.size()))
+                sum += (1 - 0.75) * std::pow(0.75, stride - 1 - r) * row[key];
+            }
+            best = std::max(best, sum);
+          }
+          const int64_t token = key;  // every earlier token is held, in order
+          e[token] += best;
+        }
+      }
+    for (int32_t l = 0; l < m->hp().n_layers; ++l) {
+      const auto& idx = static_cast<const sa::cascade_memory&>(s.memory()).index(l);
+      for (int32_t g = 0; g < KV; ++g)
+        for (int32_t slot = ns; slot < idx.n_slots(); ++slot) {
+          if (!idx.valid(slot)) continue;
+          const int64_t token = idx.original_index(g, slot);
+          EXPECT_NEAR(idx.score(g, slot), expected[l][g].at(token), 2e-5)
+              << "chunk " << chunk << " layer " << l << " kv head " << g << " token " << token;
+        }
+    }
+  }
 }
 
 }  // namespace
