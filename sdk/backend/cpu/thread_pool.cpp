@@ -5,6 +5,10 @@
 namespace sa::cpu {
 
 namespace {
+// How long an idle worker polls for the next job before it sleeps (iterations of a relaxed
+// load, a few hundred microseconds on current CPUs).
+constexpr int k_spin = 1 << 16;
+
 // Range of work item `index` when n items are split over `parts` threads.
 void split(int64_t n, int32_t parts, int32_t index, int64_t* begin, int64_t* end) {
   const int64_t base = n / parts, extra = n % parts;
@@ -22,38 +26,44 @@ thread_pool::thread_pool(int32_t n_threads) {
 thread_pool::~thread_pool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
   }
-  start_cv_.notify_all();
+  wake_.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+void thread_pool::run_range(int32_t index) {
+  int64_t b, e;
+  split(job_n_, n_threads_, index, &b, &e);
+  if (b >= e) return;
+  try {
+    (*job_)(b, e, index);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
 }
 
 void thread_pool::worker(int32_t index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t, int32_t)>* job;
-    int64_t n;
-    {
+    // Poll for a new job, then sleep until one arrives.
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int i = 0; g == seen && i < k_spin && !stop_.load(std::memory_order_relaxed); ++i)
+      g = generation_.load(std::memory_order_acquire);
+    if (g == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
+      sleeping_.fetch_add(1);
+      wake_.wait(lock, [&] {
+        return stop_.load() || generation_.load(std::memory_order_acquire) != seen;
+      });
+      sleeping_.fetch_sub(1);
+      g = generation_.load(std::memory_order_acquire);
     }
-    int64_t b, e;
-    split(n, n_threads_, index, &b, &e);
-    std::exception_ptr err;
-    if (b < e) {
-      try {
-        (*job)(b, e, index);
-      } catch (...) {
-        err = std::current_exception();
-      }
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (err && !error_) error_ = err;
-    if (--pending_ == 0) done_cv_.notify_one();
+    if (stop_.load()) return;
+    seen = g;
+    run_range(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -63,30 +73,21 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int64_t, int6
     fn(0, n, 0);
     return;
   }
+  job_ = &fn;
+  job_n_ = n;
+  error_ = nullptr;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   {
+    // Publish under the mutex so a worker that is about to sleep cannot miss the job.
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    pending_ = n_threads_ - 1;
-    error_ = nullptr;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  start_cv_.notify_all();
-  int64_t b, e;
-  split(n, n_threads_, 0, &b, &e);
-  std::exception_ptr err;
-  if (b < e) {
-    try {
-      fn(b, e, 0);
-    } catch (...) {
-      err = std::current_exception();
-    }
+  if (sleeping_.load() > 0) wake_.notify_all();
+  run_range(0);
+  while (pending_.load(std::memory_order_acquire) != 0) {
   }
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
-  if (!err) err = error_;
   job_ = nullptr;
-  if (err) std::rethrow_exception(err);
+  if (error_) std::rethrow_exception(error_);
 }
 
 }  // namespace sa::cpu

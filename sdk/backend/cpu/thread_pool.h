@@ -3,10 +3,17 @@
 // parallel_for splits [0, n) into one contiguous range per thread. Every op that uses it
 // computes each output element with the same arithmetic whatever range it falls in, so results
 // are bitwise identical for any thread count.
+//
+// A decode step is a few dozen small ops, each only tens of microseconds of work, so waking
+// sleeping threads for each would cost more than the work. Workers therefore spin on an atomic
+// job counter for a while after each job before they sleep, and the caller spins until its
+// job's ranges are done.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -25,20 +32,24 @@ class thread_pool {
 
   // Calls fn(begin, end, thread_index) on disjoint ranges covering [0, n); returns when all
   // are done. The calling thread takes part. Exceptions from fn are rethrown (the first one).
+  // Not reentrant: one job at a time per pool.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int32_t)>& fn);
 
  private:
   void worker(int32_t index);
+  void run_range(int32_t index);
 
   int32_t n_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable start_cv_, done_cv_;
+  // The current job; written before generation_ is bumped (release), read after (acquire).
   const std::function<void(int64_t, int64_t, int32_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  uint64_t generation_ = 0;
-  int32_t pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int32_t> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int32_t> sleeping_{0};
+  std::mutex mutex_;  // guards sleeping and error_
+  std::condition_variable wake_;
   std::exception_ptr error_;
 };
 
