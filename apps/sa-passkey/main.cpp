@@ -113,13 +113,17 @@ int main(int argc, char** argv) {
         cxxopts::value<std::string>()->default_value("streaming,cascade"))
     ("compare", "run all three memories (same as --memory dense,streaming,cascade)")
     ("cache", "streaming/cascade cache size in tokens, sinks included",
-        cxxopts::value<int>()->default_value("512"))
+        cxxopts::value<int>()->default_value("1024"))
     ("sinks", "sink tokens", cxxopts::value<int>()->default_value("64"))
     ("cascades", "cascade sub-caches", cxxopts::value<int>()->default_value("4"))
+    ("beta", "cascade EMA factor", cxxopts::value<float>()->default_value("0.9999"))
+    ("reduction", "cascade score over a GQA group: max, mean or median",
+        cxxopts::value<std::string>()->default_value("max"))
+    ("homogeneous", "cascade: one keep/drop decision for all KV heads")
     ("stride", "prefill chunk in tokens (strided prefill)",
         cxxopts::value<int>()->default_value("256"))
     ("max-len", "longest context; lengths double from --cache up to it",
-        cxxopts::value<long long>()->default_value("8192"))
+        cxxopts::value<long long>()->default_value("16384"))
     ("lengths", "explicit comma-separated lengths (instead of doubling)",
         cxxopts::value<std::string>())
     ("dense-max", "longest context dense runs at (its cost grows with the square)",
@@ -211,6 +215,13 @@ int main(int argc, char** argv) {
         sp.cache_tokens = cache;
         sp.n_sinks = args["sinks"].as<int>();
         sp.n_cascades = args["cascades"].as<int>();
+        sp.cascade_beta = args["beta"].as<float>();
+        const std::string red = args["reduction"].as<std::string>();
+        sp.cascade_reduction = red == "mean"     ? SA_CASCADE_REDUCE_MEAN
+                               : red == "median" ? SA_CASCADE_REDUCE_MEDIAN
+                               : red == "max"    ? SA_CASCADE_REDUCE_MAX
+                                                 : -1;
+        sp.cascade_homogeneous = args.count("homogeneous") ? 1 : 0;
         if (sa_session_create(model, &sp, &s) != SA_OK) {
           std::fprintf(stderr, "\nsa-passkey: %s: %s\n", method.c_str(), sa_last_error());
           return 1;
