@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -160,6 +161,9 @@ class backend {
   // Row copies inside a cache [n_kv_heads][capacity][head_dim], in order.
   virtual void move_rows(const tensor& cache, int64_t capacity, std::span<const row_move> moves) = 0;
 };
+
+// A new zeroed f32 [rows][cols] tensor in its own buffer, kept alive by `owned`.
+tensor new_f32_tensor(backend& be, std::vector<buffer_ptr>& owned, int64_t cols, int64_t rows);
 
 enum class backend_kind { cpu };
 

@@ -12,14 +12,6 @@ struct cascade_snapshot final : kv_memory::snapshot {
   std::vector<std::vector<uint8_t>> k, v;
 };
 
-tensor make(backend& be, std::vector<buffer_ptr>& owned, int64_t cols, int64_t rows) {
-  owned.push_back(be.alloc(static_cast<size_t>(cols * rows) * sizeof(float)));
-  tensor t;
-  t.buf = owned.back().get();
-  t.ne[0] = cols;
-  t.ne[1] = rows;
-  return t;
-}
 }  // namespace
 
 cascade_memory::cascade_memory(backend& be, const hparams& hp, const rope_params& rope,
@@ -30,11 +22,11 @@ cascade_memory::cascade_memory(backend& be, const hparams& hp, const rope_params
   rows_ = index_[0].n_slots() + max_batch;
   bytes_per_row_ = 2 * static_cast<uint64_t>(hp.n_kv_heads) * hp.head_dim * sizeof(float);
   for (int32_t l = 0; l < hp.n_layers; ++l) {
-    k_.push_back(make(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_));
-    v_.push_back(make(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_));
+    k_.push_back(new_f32_tensor(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_));
+    v_.push_back(new_f32_tensor(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_));
   }
-  k_rot_ = make(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_);
-  mass_ = make(be, buffers_, rows_, hp.n_heads);
+  k_rot_ = new_f32_tensor(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_);
+  mass_ = new_f32_tensor(be, buffers_, rows_, hp.n_heads);
 }
 
 void cascade_memory::begin(int64_t n, std::vector<int32_t>& positions) {

@@ -20,31 +20,20 @@
 
 namespace sa {
 
-namespace {
-tensor make(backend& be, std::vector<buffer_ptr>& owned, int64_t cols, int64_t rows) {
-  owned.push_back(be.alloc(static_cast<size_t>(cols * rows) * sizeof(float)));
-  tensor t;
-  t.buf = owned.back().get();
-  t.ne[0] = cols;
-  t.ne[1] = rows;
-  return t;
-}
-}  // namespace
-
 workspace::workspace(backend& be, const hparams& hp, int64_t rows, int64_t logit_rows)
     : max_rows(rows), max_logit_rows(logit_rows) {
   const int64_t q_dim = int64_t{hp.n_heads} * hp.head_dim;
   const int64_t kv_dim = int64_t{hp.n_kv_heads} * hp.head_dim;
-  x = make(be, buffers_, hp.n_embd, rows);
-  xn = make(be, buffers_, hp.n_embd, rows);
-  q = make(be, buffers_, q_dim, rows);
-  k = make(be, buffers_, kv_dim, rows);
-  v = make(be, buffers_, kv_dim, rows);
-  att = make(be, buffers_, q_dim, rows);
-  lse = make(be, buffers_, hp.n_heads, rows);
-  gate = make(be, buffers_, hp.n_ff, rows);
-  up = make(be, buffers_, hp.n_ff, rows);
-  logits = make(be, buffers_, hp.n_vocab, logit_rows);
+  x = new_f32_tensor(be, buffers_, hp.n_embd, rows);
+  xn = new_f32_tensor(be, buffers_, hp.n_embd, rows);
+  q = new_f32_tensor(be, buffers_, q_dim, rows);
+  k = new_f32_tensor(be, buffers_, kv_dim, rows);
+  v = new_f32_tensor(be, buffers_, kv_dim, rows);
+  att = new_f32_tensor(be, buffers_, q_dim, rows);
+  lse = new_f32_tensor(be, buffers_, hp.n_heads, rows);
+  gate = new_f32_tensor(be, buffers_, hp.n_ff, rows);
+  up = new_f32_tensor(be, buffers_, hp.n_ff, rows);
+  logits = new_f32_tensor(be, buffers_, hp.n_vocab, logit_rows);
 }
 
 uint64_t forward(backend& be, const hparams& hp, const device_weights& w, kv_memory& mem,
