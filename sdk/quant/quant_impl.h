@@ -62,6 +62,30 @@ inline float reduce(const float* acc) {
   return t[0];
 }
 
+// A block expander: writes one block's ELEMS values to y.
+using block_fn = void (*)(const uint8_t* block, float* __restrict y, const float* fp16);
+
+// Every quantized type's row loops, given its block expander (inlined: it is a template
+// argument). dequantize writes blocks straight into dst; dot expands each block into a stack
+// buffer and accumulates it, so both compute exactly the values dequantize stores.
+template <int ELEMS, int BYTES, block_fn BLOCK>
+void dequantize_blocks(const uint8_t* src, float* dst, int64_t n) {
+  const float* table = fp16_table();
+  for (int64_t i = 0; i < n; i += ELEMS, src += BYTES) BLOCK(src, dst + i, table);
+}
+
+template <int ELEMS, int BYTES, block_fn BLOCK>
+float dot_blocks(const uint8_t* src, const float* x, int64_t n) {
+  const float* table = fp16_table();
+  float acc[k_lanes] = {};
+  float buf[ELEMS];
+  for (int64_t i = 0; i < n; i += ELEMS, src += BYTES) {
+    BLOCK(src, buf, table);
+    accumulate(acc, buf, x + i, ELEMS);
+  }
+  return reduce(acc);
+}
+
 // Per-type kernels; n is a multiple of the type's block size.
 void dequantize_q8_0(const uint8_t* src, float* dst, int64_t n);
 float dot_q8_0(const uint8_t* src, const float* x, int64_t n);

@@ -111,19 +111,11 @@ inline void dequant_block_q8_0(const uint8_t* b, float* __restrict y, const floa
 }
 
 void dequantize_q8_0(const uint8_t* src, float* dst, int64_t n) {
-  const float* table = fp16_table();
-  for (int64_t i = 0; i < n; i += 32, src += k_q8_0_bytes) dequant_block_q8_0(src, dst + i, table);
+  dequantize_blocks<32, k_q8_0_bytes, dequant_block_q8_0>(src, dst, n);
 }
 
 float dot_q8_0(const uint8_t* src, const float* x, int64_t n) {
-  const float* table = fp16_table();
-  float acc[k_lanes] = {};
-  float buf[32];
-  for (int64_t i = 0; i < n; i += 32, src += k_q8_0_bytes) {
-    dequant_block_q8_0(src, buf, table);
-    accumulate(acc, buf, x + i, 32);
-  }
-  return reduce(acc);
+  return dot_blocks<32, k_q8_0_bytes, dequant_block_q8_0>(src, x, n);
 }
 
 // d = max|x| / 127 (stored rounded up to an fp16, so |x| / d <= 127), q = round(x / d).
@@ -160,19 +152,11 @@ inline void dequant_block_q4_0(const uint8_t* b, float* __restrict y, const floa
 }
 
 void dequantize_q4_0(const uint8_t* src, float* dst, int64_t n) {
-  const float* table = fp16_table();
-  for (int64_t i = 0; i < n; i += 32, src += k_q4_0_bytes) dequant_block_q4_0(src, dst + i, table);
+  dequantize_blocks<32, k_q4_0_bytes, dequant_block_q4_0>(src, dst, n);
 }
 
 float dot_q4_0(const uint8_t* src, const float* x, int64_t n) {
-  const float* table = fp16_table();
-  float acc[k_lanes] = {};
-  float buf[32];
-  for (int64_t i = 0; i < n; i += 32, src += k_q4_0_bytes) {
-    dequant_block_q4_0(src, buf, table);
-    accumulate(acc, buf, x + i, 32);
-  }
-  return reduce(acc);
+  return dot_blocks<32, k_q4_0_bytes, dequant_block_q4_0>(src, x, n);
 }
 
 // The element of largest magnitude, with its sign, maps to nibble 0: d = max / -8. Its side

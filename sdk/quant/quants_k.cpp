@@ -108,21 +108,11 @@ inline void dequant_block_q6_k(const uint8_t* b, float* __restrict y, const floa
 // ---- Q4_K kernels --------------------------------------------------------------------------
 
 void dequantize_q4_k(const uint8_t* src, float* dst, int64_t n) {
-  const float* table = fp16_table();
-  for (int64_t i = 0; i < n; i += k_qk, src += k_q4_k_bytes) {
-    dequant_block_q4_k(src, dst + i, table);
-  }
+  dequantize_blocks<k_qk, k_q4_k_bytes, dequant_block_q4_k>(src, dst, n);
 }
 
 float dot_q4_k(const uint8_t* src, const float* x, int64_t n) {
-  const float* table = fp16_table();
-  float acc[k_lanes] = {};
-  float buf[k_qk];
-  for (int64_t i = 0; i < n; i += k_qk, src += k_q4_k_bytes) {
-    dequant_block_q4_k(src, buf, table);
-    accumulate(acc, buf, x + i, k_qk);
-  }
-  return reduce(acc);
+  return dot_blocks<k_qk, k_q4_k_bytes, dequant_block_q4_k>(src, x, n);
 }
 
 // Per sub-block the grid is [-min, -min + 15 * step]. Mins are quantized first (rounded up,
@@ -195,21 +185,11 @@ void quantize_q4_k(const float* src, uint8_t* dst, int64_t n) {
 // ---- Q6_K kernels --------------------------------------------------------------------------
 
 void dequantize_q6_k(const uint8_t* src, float* dst, int64_t n) {
-  const float* table = fp16_table();
-  for (int64_t i = 0; i < n; i += k_qk, src += k_q6_k_bytes) {
-    dequant_block_q6_k(src, dst + i, table);
-  }
+  dequantize_blocks<k_qk, k_q6_k_bytes, dequant_block_q6_k>(src, dst, n);
 }
 
 float dot_q6_k(const uint8_t* src, const float* x, int64_t n) {
-  const float* table = fp16_table();
-  float acc[k_lanes] = {};
-  float buf[k_qk];
-  for (int64_t i = 0; i < n; i += k_qk, src += k_q6_k_bytes) {
-    dequant_block_q6_k(src, buf, table);
-    accumulate(acc, buf, x + i, k_qk);
-  }
-  return reduce(acc);
+  return dot_blocks<k_qk, k_q6_k_bytes, dequant_block_q6_k>(src, x, n);
 }
 
 // Per 16-element sub-block, the element of largest magnitude (with its sign) maps to q = -32:
