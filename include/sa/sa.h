@@ -279,6 +279,32 @@ typedef struct sa_session sa_session;
 #define SA_MEMORY_CASCADE   2 /* Cascading KV Cache: n_sinks + n_cascades sub-caches that keep
                                  tokens by an EMA of their attention; unbounded, constant memory */
 
+/* Query-aware page sparsity (sa_session_params.sparse) over the full cache. SA_MEMORY_FULL is
+** the dense memory under the name the sparse methods use for it: every token's K/V is kept, in
+** pages of page_size tokens, with the element-wise min and max of each page's keys (after RoPE)
+** per KV head. A prefill is always dense; each decode step attends, in every layer from
+** dense_layers on, to a subset of the pages chosen for its query (or an estimate from one).
+** Budget: pages = max(min_pages, ceil(budget / page_size)) per head, where budget is
+** budget_tokens or budget_ratio x the tokens held; the sink_pages first and local_pages newest
+** pages (the page of the new token included) always count in it; when every page fits, the
+** step is dense. */
+#define SA_MEMORY_FULL SA_MEMORY_DENSE
+
+#define SA_SPARSE_NONE       0 /* dense attention */
+#define SA_SPARSE_QUEST      1 /* Quest: top pages by the bound sum_i max(q_i kmax_i, q_i kmin_i) */
+#define SA_SPARSE_VATTENTION 2 /* vAttention: sinks + local + top-k exactly, plus a uniform
+                                  sample of the rest sized by a CLT bound so that each head's
+                                  output is within vatt_epsilon (relative, L2) with probability
+                                  1 - vatt_delta; importance-weighted */
+
+/* Who ranks pages under GQA (sa_session_params.select_granularity). */
+#define SA_SELECT_PER_HEAD  0 /* Quest: each query head ranks with its own query */
+#define SA_SELECT_PER_GROUP 1 /* ReSA: one ranking per KV head with the group's mean query */
+
+/* vAttention's deterministic top-k (sa_session_params.vatt_topk). */
+#define SA_TOPK_QUEST  0 /* budget's pages by Quest's bound */
+#define SA_TOPK_ORACLE 1 /* budget's tokens by their exact scores (reads every key: a baseline) */
+
 /* How the cascade reduces a GQA group's attention to one score per KV head. */
 #define SA_CASCADE_REDUCE_MAX    0
 #define SA_CASCADE_REDUCE_MEAN   1
@@ -306,6 +332,27 @@ typedef struct sa_session_params {
   float cascade_beta;   /* EMA factor of the attention scores, in (0, 1]; default 0.9999 */
   int32_t cascade_reduction;   /* SA_CASCADE_REDUCE_*; default SA_CASCADE_REDUCE_MAX */
   int32_t cascade_homogeneous; /* 1: one keep/drop decision for all KV heads; default 0 */
+  /* Query-aware sparsity over SA_MEMORY_FULL (see SA_SPARSE_*). */
+  int32_t sparse;        /* SA_SPARSE_*; default SA_SPARSE_NONE */
+  int32_t page_size;     /* tokens per page, in [1, 1024]; default 16 */
+  int32_t budget_tokens; /* tokens attended per head and step; 0 (default): budget_ratio */
+  float budget_ratio;    /* budget as a fraction of the tokens held, in (0, 1]; default 0.125 */
+  int32_t sink_pages;    /* first pages always attended; default 1 */
+  int32_t local_pages;   /* newest pages always attended, >= 1; default 1 */
+  int32_t min_pages;     /* fewest pages a head attends; default 3 */
+  int32_t dense_layers;  /* first layers that stay dense; default 2 */
+  int32_t select_granularity; /* SA_SELECT_*; default SA_SELECT_PER_HEAD */
+  int32_t rectify_every; /* ReSA: after every this many decode steps, the tokens they appended
+                            are run again densely and their K/V in every layer replaced (the
+                            logits of that pass are discarded); 0 (default) = never */
+  float vatt_epsilon;    /* vAttention relative error bound, in (0, 1); default 0.05 */
+  float vatt_delta;      /* vAttention failure probability, in (0, 1); default 0.05 */
+  float vatt_pilot_ratio;/* pilot sample as a fraction of the residual, at least 32 tokens;
+                            default 0.025 */
+  int32_t vatt_topk;     /* SA_TOPK_*; default SA_TOPK_QUEST */
+  int32_t check_error;   /* 1: every sparse head also runs dense attention and records its
+                            relative error (sa_session_head_stats); a diagnostic that costs a
+                            dense pass. Default 0 */
 } sa_session_params;
 
 /* sa_session_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
@@ -402,11 +449,38 @@ typedef struct sa_stats {
   uint64_t weight_bytes;            /* bytes of weights the backend holds */
   double last_call_ms;              /* wall time of the last prefill/decode call */
   uint64_t last_call_tokens;        /* tokens processed by that call */
+  /* Query-aware sparsity, for the last decode step (0 after a prefill or when dense): */
+  uint64_t sparse_keys_attended;    /* keys read, summed over the (layer, query head) pairs that
+                                       ran sparse */
+  uint64_t sparse_keys_total;       /* keys dense attention would have read for those pairs */
+  uint64_t n_rectified;             /* tokens rewritten by ReSA rectification so far */
 } sa_stats;
 
 /* sa_session_stats — counters of the session. out->struct_size must be set; fields up to it
 ** are filled. Returns SA_OK, SA_ERR_MISUSE, SA_ERR_INVALID_ARG. */
 SA_API sa_status sa_session_stats(const sa_session *session, sa_stats *out);
+
+/* What one (layer, query head) did in the last decode step. */
+typedef struct sa_head_stat {
+  int32_t layer, head;
+  int32_t keys_attended; /* keys its attention read (sampled keys included) */
+  int32_t keys_total;    /* keys the memory held for it (what dense attention reads) */
+  int32_t sample_budget; /* vAttention: sampled keys the CLT bound asked for (before clamping to
+                            the residual); -1 for other methods and for dense heads */
+  float rel_error;       /* with check_error: |o - o_dense| / |o_dense| (L2); else -1 */
+} sa_head_stat;
+
+/*
+** sa_session_head_stats — per (layer, query head) figures of the last decode step, layer-major
+** (n_layers x n_heads records; layers that ran dense report keys_attended = keys_total).
+**
+** [out] out       capacity records, or NULL to ask for the count only.
+** [out] out_n     receives the number of records available (0 before the first decode step
+**                 and after a prefill); not NULL.
+** Returns SA_OK (min(capacity, *out_n) records written), SA_ERR_MISUSE, SA_ERR_INVALID_ARG.
+*/
+SA_API sa_status sa_session_head_stats(const sa_session *session, sa_head_stat *out,
+                                       size_t capacity, size_t *out_n);
 
 #ifdef __cplusplus
 } /* extern "C" */

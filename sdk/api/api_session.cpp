@@ -7,6 +7,63 @@ using sa::api::require_live;
 
 namespace {
 
+sa::sparse_config to_sparse(const sa_session_params& p) {
+  sa::sparse_config c;
+  switch (p.sparse) {
+    case SA_SPARSE_NONE: c.method = sa::sparse_method::none; break;
+    case SA_SPARSE_QUEST: c.method = sa::sparse_method::quest; break;
+    case SA_SPARSE_VATTENTION: c.method = sa::sparse_method::vattention; break;
+    default: sa::fail(SA_ERR_INVALID_ARG, "sparse %d is not an SA_SPARSE_* value", p.sparse);
+  }
+  if (c.method != sa::sparse_method::none && p.memory != SA_MEMORY_FULL)
+    sa::fail(SA_ERR_INVALID_ARG, "sparse %d needs memory SA_MEMORY_FULL (the dense memory), not %d",
+             p.sparse, p.memory);
+  if (p.page_size < 1 || p.page_size > 1024)
+    sa::fail(SA_ERR_INVALID_ARG, "page_size %d is outside [1, 1024]", p.page_size);
+  if (p.budget_tokens < 0) sa::fail(SA_ERR_INVALID_ARG, "budget_tokens %d is negative", p.budget_tokens);
+  if (!(p.budget_ratio > 0.0f && p.budget_ratio <= 1.0f))
+    sa::fail(SA_ERR_INVALID_ARG, "budget_ratio %g is outside (0, 1]", static_cast<double>(p.budget_ratio));
+  if (p.sink_pages < 0) sa::fail(SA_ERR_INVALID_ARG, "sink_pages %d is negative", p.sink_pages);
+  if (p.local_pages < 1) sa::fail(SA_ERR_INVALID_ARG, "local_pages %d must be at least 1", p.local_pages);
+  if (p.min_pages < 1) sa::fail(SA_ERR_INVALID_ARG, "min_pages %d must be at least 1", p.min_pages);
+  if (p.dense_layers < 0) sa::fail(SA_ERR_INVALID_ARG, "dense_layers %d is negative", p.dense_layers);
+  switch (p.select_granularity) {
+    case SA_SELECT_PER_HEAD: c.granularity = sa::select_granularity::per_head; break;
+    case SA_SELECT_PER_GROUP: c.granularity = sa::select_granularity::per_group; break;
+    default:
+      sa::fail(SA_ERR_INVALID_ARG, "select_granularity %d is not an SA_SELECT_* value",
+               p.select_granularity);
+  }
+  if (p.rectify_every < 0) sa::fail(SA_ERR_INVALID_ARG, "rectify_every %d is negative", p.rectify_every);
+  if (!(p.vatt_epsilon > 0.0f && p.vatt_epsilon < 1.0f))
+    sa::fail(SA_ERR_INVALID_ARG, "vatt_epsilon %g is outside (0, 1)", static_cast<double>(p.vatt_epsilon));
+  if (!(p.vatt_delta > 0.0f && p.vatt_delta < 1.0f))
+    sa::fail(SA_ERR_INVALID_ARG, "vatt_delta %g is outside (0, 1)", static_cast<double>(p.vatt_delta));
+  if (!(p.vatt_pilot_ratio >= 0.0f && p.vatt_pilot_ratio <= 1.0f))
+    sa::fail(SA_ERR_INVALID_ARG, "vatt_pilot_ratio %g is outside [0, 1]",
+             static_cast<double>(p.vatt_pilot_ratio));
+  switch (p.vatt_topk) {
+    case SA_TOPK_QUEST: c.topk = sa::topk_source::quest; break;
+    case SA_TOPK_ORACLE: c.topk = sa::topk_source::oracle; break;
+    default: sa::fail(SA_ERR_INVALID_ARG, "vatt_topk %d is not an SA_TOPK_* value", p.vatt_topk);
+  }
+  c.page_size = p.page_size;
+  c.budget_tokens = p.budget_tokens;
+  c.budget_ratio = p.budget_ratio;
+  c.sink_pages = p.sink_pages;
+  c.local_pages = p.local_pages;
+  c.min_pages = p.min_pages;
+  c.dense_layers = p.dense_layers;
+  c.rectify_every = p.rectify_every;
+  c.epsilon = p.vatt_epsilon;
+  c.delta = p.vatt_delta;
+  c.pilot_ratio = p.vatt_pilot_ratio;
+  c.check_error = p.check_error != 0;
+  c.seed = p.seed;
+  if (c.enabled()) sa::fail(SA_ERR_UNSUPPORTED, "query-aware sparsity is not implemented yet");
+  return c;
+}
+
 sa::session_config to_config(const sa_session_params& p) {
   sa::session_config c;
   switch (p.backend) {
@@ -45,6 +102,7 @@ sa::session_config to_config(const sa_session_params& p) {
   if (!(p.temperature >= 0.0f)) sa::fail(SA_ERR_INVALID_ARG, "temperature must be >= 0");
   if (p.top_k < 0) sa::fail(SA_ERR_INVALID_ARG, "top_k %d is negative", p.top_k);
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) sa::fail(SA_ERR_INVALID_ARG, "top_p must be in (0, 1]");
+  c.sparse = to_sparse(p);
   c.n_threads = p.n_threads;
   c.n_ctx = p.n_ctx;
   c.n_batch = p.n_batch;
@@ -85,6 +143,18 @@ void sa_session_params_init(sa_session_params* params) {
   params->n_cascades = 4;
   params->cascade_beta = 0.9999f;
   params->cascade_reduction = SA_CASCADE_REDUCE_MAX;
+  params->sparse = SA_SPARSE_NONE;
+  params->page_size = 16;
+  params->budget_ratio = 0.125f;
+  params->sink_pages = 1;
+  params->local_pages = 1;
+  params->min_pages = 3;
+  params->dense_layers = 2;
+  params->select_granularity = SA_SELECT_PER_HEAD;
+  params->vatt_epsilon = 0.05f;
+  params->vatt_delta = 0.05f;
+  params->vatt_pilot_ratio = 0.025f;
+  params->vatt_topk = SA_TOPK_QUEST;
 }
 
 sa_status sa_session_create(sa_model* model, const sa_session_params* params,
@@ -177,7 +247,23 @@ sa_status sa_session_stats(const sa_session* session, sa_stats* out) {
     o.weight_bytes = st.weight_bytes;
     o.last_call_ms = st.last_call_ms;
     o.last_call_tokens = st.last_call_tokens;
+    o.sparse_keys_attended = st.sparse_keys_attended;
+    o.sparse_keys_total = st.sparse_keys_total;
+    o.n_rectified = st.n_rectified;
     sa::api::write_info(out, o, "sa_stats");
+  });
+}
+
+sa_status sa_session_head_stats(const sa_session* session, sa_head_stat* out, size_t capacity,
+                                size_t* out_n) {
+  return on_session(const_cast<sa_session*>(session), [&](sa::session& s) {
+    if (!out_n) sa::fail(SA_ERR_INVALID_ARG, "out_n is NULL");
+    const std::vector<sa::head_stat>& hs = s.head_stats();
+    *out_n = hs.size();
+    if (!out) return;
+    for (size_t i = 0; i < std::min(capacity, hs.size()); ++i)
+      out[i] = sa_head_stat{hs[i].layer, hs[i].head, hs[i].keys_attended, hs[i].keys_total,
+                            hs[i].sample_budget, hs[i].rel_error};
   });
 }
 

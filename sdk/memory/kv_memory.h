@@ -24,6 +24,16 @@ struct memory_stats {
   uint64_t bytes_capacity = 0; // K/V bytes allocated
 };
 
+// What one (layer, query head) did in the last decode step (query-aware sparsity).
+struct head_stat {
+  int32_t layer = 0, head = 0;
+  int32_t keys_attended = 0;  // keys read (sampled and pilot keys included)
+  int32_t keys_total = 0;     // keys dense attention reads
+  int32_t sample_budget = -1; // vAttention: the CLT's sample size before clamping; -1 otherwise
+  float rel_error = -1.0f;    // with check_error: |o - o_dense| / |o_dense|; -1 otherwise
+  bool sparse = false;        // false: the head ran dense
+};
+
 class kv_memory {
  public:
   virtual ~kv_memory() = default;
@@ -48,6 +58,13 @@ class kv_memory {
   virtual std::unique_ptr<snapshot> save() const = 0;
   virtual void restore(const snapshot* s) = 0;  // s from save() of this memory
   virtual void reset() = 0;
+
+  // Per-head figures of the last single-row batch; empty when it was a prefill or the memory
+  // does no query-aware sparsity.
+  virtual const std::vector<head_stat>& head_stats() const {
+    static const std::vector<head_stat> none;
+    return none;
+  }
 };
 
 }  // namespace sa

@@ -138,6 +138,12 @@ session_stats session::stats() const {
   s.weight_bytes = weights_.bytes();
   s.last_call_tokens = last_call_tokens_;
   s.last_call_ms = last_call_ms_;
+  for (const head_stat& h : memory_->head_stats()) {
+    if (!h.sparse) continue;
+    s.sparse_keys_attended += static_cast<uint64_t>(h.keys_attended);
+    s.sparse_keys_total += static_cast<uint64_t>(h.keys_total);
+  }
+  s.n_rectified = n_rectified_;
   return s;
 }
 

@@ -22,6 +22,7 @@
 #include "model/device_weights.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "policy/sparse_config.h"
 #include "session/sampler.h"
 
 namespace sa {
@@ -41,12 +42,15 @@ struct session_config {
   float beta = 0.9999f;
   cascade_reduction reduction = cascade_reduction::max;
   bool homogeneous = false;
+  // dense (full) memory: query-aware sparsity of decode steps
+  sparse_config sparse;
   sampler_config sampling;
 };
 
 struct session_stats {
   uint64_t n_tokens = 0, n_kv_tokens = 0, kv_bytes_held = 0, kv_bytes_capacity = 0;
   uint64_t kv_bytes_read_last_call = 0, weight_bytes = 0, last_call_tokens = 0;
+  uint64_t sparse_keys_attended = 0, sparse_keys_total = 0, n_rectified = 0;
   double last_call_ms = 0;
 };
 
@@ -71,6 +75,7 @@ class session {
   const model& get_model() const { return *model_; }
   const kv_memory& memory() const { return *memory_; }
   session_stats stats() const;
+  const std::vector<head_stat>& head_stats() const { return memory_->head_stats(); }
 
  private:
   void check_tokens(std::span<const int32_t> tokens) const;
@@ -88,7 +93,7 @@ class session {
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
   std::string broken_;  // why the session refuses work, or empty
-  uint64_t kv_bytes_read_last_ = 0, last_call_tokens_ = 0;
+  uint64_t kv_bytes_read_last_ = 0, last_call_tokens_ = 0, n_rectified_ = 0;
   double last_call_ms_ = 0;
 };
 
