@@ -467,7 +467,8 @@ typedef struct sa_head_stat {
   int32_t keys_total;    /* keys the memory held for it (what dense attention reads) */
   int32_t sample_budget; /* vAttention: sampled keys the CLT bound asked for (before clamping to
                             the residual); -1 for other methods and for dense heads */
-  float rel_error;       /* with check_error: |o - o_dense| / |o_dense| (L2); else -1 */
+  float rel_error;       /* with check_error: |o - o_dense| / |o_dense| (L2), 0 for heads that
+                            ran dense; without check_error -1 */
 } sa_head_stat;
 
 /*

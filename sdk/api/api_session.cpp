@@ -60,7 +60,6 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
   c.pilot_ratio = p.vatt_pilot_ratio;
   c.check_error = p.check_error != 0;
   c.seed = p.seed;
-  if (c.enabled()) sa::fail(SA_ERR_UNSUPPORTED, "query-aware sparsity is not implemented yet");
   return c;
 }
 

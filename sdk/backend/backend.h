@@ -93,6 +93,16 @@ struct key_mass {
   const tensor* mass = nullptr;        // [n_heads][n_keys] f32, overwritten
 };
 
+// The keys each (row, query head) item of a sparse attention reads: item i * n_heads + h reads
+// the cache rows slots[offsets[item] .. offsets[item + 1]) of KV head h / (n_heads / n_kv_heads),
+// keys and values at the same row; key j's score gets log_weights[j] added (an importance
+// weight w_j = exp(log_weights[j]); empty = all weights 1).
+struct key_sets {
+  std::span<const int32_t> offsets;     // [n * n_heads + 1], non-decreasing, from 0
+  std::span<const int32_t> slots;       // [offsets.back()]
+  std::span<const float> log_weights;   // [offsets.back()] or empty
+};
+
 // A row copy inside a cache laid out [n_kv_heads][capacity][head_dim]: head `head`, row src to
 // row dst. Copies run in the order given.
 struct row_move {
@@ -151,6 +161,46 @@ class backend {
   virtual void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, std::span<const int32_t> kv_len, float scale,
                          const tensor& out, const tensor& lse, const key_mass* mass) = 0;
+
+  // Partial attention over key sets (the primitive of every sparse method):
+  //   out[i][h] = sum_j w_j e^(s_j) v_j / sum_j w_j e^(s_j)      s_j = scale * q[i][h] . k_j
+  //   lse[i][h] = log sum_j w_j e^(s_j)
+  // with j over the item's keys in the order listed. An empty set gives out = 0, lse = -inf.
+  // Listing rows 0..kv_len-1 without weights gives bitwise what attention() gives. kv.v_rows
+  // must be empty (values sit at the keys' rows).
+  virtual void attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads,
+                              int32_t n_kv_heads, int32_t head_dim, const key_sets& sets,
+                              float scale, const tensor& out, const tensor& lse) = 0;
+
+  // Exact merge of partials over disjoint key sets, in place on (out, lse):
+  //   lse' = log(e^lse + e^lse_b),  out' = e^(lse - lse') out + e^(lse_b - lse') out_b
+  // out, out_b [n][n_heads][head_dim]; lse, lse_b [n][n_heads]. An empty partial (lse = -inf)
+  // on either side leaves the other unchanged.
+  virtual void merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
+                               const tensor& lse_b) = 0;
+
+  // The scores and value norms of listed keys: for each key j of each item,
+  //   scores[j] = scale * q[i][h] . k_j,   vnorm2[j] = |v_j|^2          both [offsets.back()]
+  virtual void probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                          int32_t head_dim, const key_sets& sets, float scale,
+                          const tensor& scores, const tensor& vnorm2) = 0;
+
+  // Page summaries of a key cache k [n_kv_heads][capacity][head_dim] cut into pages of
+  // page_size rows: for pages [first_page, first_page + n_pages),
+  //   summaries[g][p][0] = element-wise max, summaries[g][p][1] = element-wise min
+  // of rows [p * page_size, min((p + 1) * page_size, n_keys)) of head g.
+  //   summaries [n_kv_heads][pages_capacity][2][head_dim]
+  virtual void summarize_pages(const tensor& k, int64_t capacity, int32_t page_size,
+                               int64_t n_keys, int64_t first_page, int64_t n_pages,
+                               const tensor& summaries, int64_t pages_capacity) = 0;
+
+  // Quest's bound on q . k over each page, for one query row q [n_heads][head_dim]:
+  //   scores[r][p] = sum_i max(u_i kmax_i, u_i kmin_i)            [n_rankers][n_pages]
+  // where, per head (group_mean false), ranker r = query head h with u = q[h] against KV head
+  // h / group; with group_mean, ranker r = KV head g with u = the mean of its group's queries.
+  virtual void page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                           int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int64_t n_pages,
+                           bool group_mean, const tensor& scores) = 0;
 
   // dst[g][j] = rope(src[g][rows[j]], positions[j]) for every kv head g.
   //   src [n_kv_heads][src_capacity][head_dim]; dst [n_kv_heads][dst_capacity][head_dim].

@@ -1,20 +1,29 @@
-// Dense KV memory: every token's keys and values, in slot = position order.
+// Dense ("full") KV memory: every token's keys and values, in slot = position order.
 //
 // Per layer, K and V are [n_kv_heads][capacity][head_dim] f32 on the backend; keys are stored
 // after RoPE. Slots [0, size) are valid. A batch writes past `size` and only commit() moves it,
 // so an unfinished batch is forgotten by not committing.
+//
+// With query-aware sparsity the cache is also cut into pages of page_size slots whose summaries
+// (page_summaries) follow every write, and a batch marked as a decode step attends through
+// sparse_attention. A batch may also rewrite slots already held (ReSA's rectification): it runs
+// densely over the slots before it and replaces their K/V without growing the memory.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "memory/kv_memory.h"
+#include "memory/page_summaries.h"
+#include "policy/sparse_attention.h"
+#include "policy/sparse_config.h"
 
 namespace sa {
 
 class dense_memory final : public kv_memory {
  public:
-  dense_memory(backend& be, const hparams& hp, const rope_params& rope, int64_t capacity);
+  dense_memory(backend& be, const hparams& hp, const rope_params& rope, int64_t capacity,
+               const sparse_config& sparse = {});
 
   int64_t room() const override { return capacity_ - size_; }
   void begin(int64_t n, std::vector<int32_t>& positions) override;
@@ -24,7 +33,14 @@ class dense_memory final : public kv_memory {
   memory_stats stats() const override;
   std::unique_ptr<snapshot> save() const override;
   void restore(const snapshot* s) override;
-  void reset() override { size_ = pending_ = 0; }
+  void reset() override;
+  const std::vector<head_stat>& head_stats() const override { return head_stats_; }
+
+  // The next batch is a decode step: with sparsity on, its row attends sparsely.
+  void mark_decode_step() { decode_step_ = true; }
+  // The next batch rewrites slots [first, first + n) of the n <= size - first it holds, instead
+  // of appending (positions = slots; keys and values replaced in every layer).
+  void rewrite_next(int64_t first) { rewrite_from_ = first; }
 
   int64_t size() const { return size_; }
   int64_t capacity() const { return capacity_; }
@@ -42,6 +58,12 @@ class dense_memory final : public kv_memory {
   std::vector<int32_t> slots_, kv_len_;
   std::vector<buffer_ptr> buffers_;
   std::vector<tensor> k_, v_;
+  sparse_config sparse_;
+  std::unique_ptr<page_summaries> summaries_;
+  std::unique_ptr<sparse_attention> sparse_attention_;
+  std::vector<head_stat> head_stats_;
+  bool decode_step_ = false, step_is_decode_ = false;
+  int64_t rewrite_from_ = -1, rewriting_ = -1;
 };
 
 }  // namespace sa

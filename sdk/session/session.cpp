@@ -22,8 +22,11 @@ std::unique_ptr<kv_memory> session::make_memory(backend& be, const model& m,
   if (!w.rope_freqs.empty()) rope.freq_factors = w.rope_freqs.data();
   if (c.memory == memory_kind::dense) {
     if (c.n_ctx < 0) fail(SA_ERR_INVALID_ARG, "n_ctx %d is negative", c.n_ctx);
-    return std::make_unique<dense_memory>(be, hp, rope, c.n_ctx == 0 ? hp.n_ctx_train : c.n_ctx);
+    return std::make_unique<dense_memory>(be, hp, rope, c.n_ctx == 0 ? hp.n_ctx_train : c.n_ctx,
+                                          c.sparse);
   }
+  if (c.sparse.enabled())
+    fail(SA_ERR_INVALID_ARG, "query-aware sparsity needs the full (dense) memory");
   const int32_t total = c.cache_tokens == 0 ? hp.n_ctx_train : c.cache_tokens;
   const int32_t cascades = c.memory == memory_kind::streaming ? 1 : c.n_cascades;
   if (c.n_sinks < 0 || c.n_sinks >= total)
@@ -54,7 +57,9 @@ session::session(std::shared_ptr<const model> m, const session_config& c)
       weights_(*backend_, *model_),
       memory_(make_memory(*backend_, *model_, weights_, config_)),
       ws_(*backend_, model_->hp(), config_.n_batch, 1),
-      sampler_(c.sampling) {}
+      sampler_(c.sampling) {
+  if (config_.sparse.enabled()) full_ = static_cast<dense_memory*>(memory_.get());
+}
 
 void session::check_tokens(std::span<const int32_t> tokens) const {
   if (!broken_.empty()) fail(SA_ERR_BACKEND, "%s", broken_.c_str());
@@ -106,12 +111,41 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress, 
 
 void session::prefill(std::span<const int32_t> tokens, const progress_fn& progress) {
   if (tokens.empty()) return;
+  check_tokens(tokens);
+  rectify();  // new tokens attend to rectified K/V
   run(tokens, progress, true);
 }
 
 void session::decode(int32_t token) {
+  if (full_) full_->mark_decode_step();
   // A dense memory forgets an unfinished step by itself; its snapshot is one counter.
   run(std::span<const int32_t>(&token, 1), nullptr, config_.memory == memory_kind::dense);
+  if (full_ && config_.sparse.rectify_every > 0 &&
+      ++unrectified_ >= static_cast<uint64_t>(config_.sparse.rectify_every))
+    rectify();
+}
+
+// ReSA's rectification: the tokens appended by sparse decode steps since the last one are run
+// again densely over the whole cache, which replaces their K/V (and page summaries) in every
+// layer; the logits of that pass are not used.
+void session::rectify() {
+  if (unrectified_ == 0) return;
+  const size_t n = static_cast<size_t>(unrectified_);
+  const size_t first = tokens_.size() - n;
+  try {
+    for (size_t done = 0; done < n;) {
+      const size_t m = std::min(n - done, static_cast<size_t>(config_.n_batch));
+      full_->rewrite_next(static_cast<int64_t>(first + done));
+      forward(*backend_, model_->hp(), weights_, *memory_, ws_,
+              std::span<const int32_t>(tokens_).subspan(first + done, m), 0);
+      done += m;
+    }
+  } catch (...) {
+    broken_ = "the session is unusable: a rectification pass failed after changing the memory";
+    throw;
+  }
+  n_rectified_ += unrectified_;
+  unrectified_ = 0;
 }
 
 int32_t session::sample() {
@@ -122,6 +156,7 @@ int32_t session::sample() {
 
 void session::reset() {
   memory_->reset();
+  unrectified_ = 0;
   tokens_.clear();
   logits_.clear();
   broken_.clear();

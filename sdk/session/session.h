@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "memory/cascade_memory.h"
+#include "memory/dense_memory.h"
 #include "memory/kv_memory.h"
 #include "model/device_weights.h"
 #include "model/forward.h"
@@ -80,6 +81,7 @@ class session {
  private:
   void check_tokens(std::span<const int32_t> tokens) const;
   void run(std::span<const int32_t> tokens, const progress_fn& progress, bool snapshot);
+  void rectify();
   static std::unique_ptr<kv_memory> make_memory(backend& be, const model& m,
                                                 const device_weights& w, const session_config& c);
 
@@ -94,6 +96,8 @@ class session {
   std::vector<float> logits_;
   std::string broken_;  // why the session refuses work, or empty
   uint64_t kv_bytes_read_last_ = 0, last_call_tokens_ = 0, n_rectified_ = 0;
+  dense_memory* full_ = nullptr;  // the memory, when it does query-aware sparsity
+  uint64_t unrectified_ = 0;      // sparse decode steps since the last rectification
   double last_call_ms_ = 0;
 };
 

@@ -384,4 +384,247 @@ TEST(ops, move_rows_runs_in_order_per_head) {
   EXPECT_EQ(got, want);
 }
 
+// ---- partial attention over key sets, the merge, probes, page summaries -------------------
+
+// A cache [n_kv_heads][cap][hd] and one query row [n_heads][hd] for the key-set ops.
+struct set_problem {
+  int32_t n_heads = 6, n_kv_heads = 2, hd = 24;
+  int64_t cap = 70;
+  std::vector<float> q, k, v;
+  set_problem() {
+    q = random_vec(static_cast<size_t>(n_heads * hd), 101);
+    k = random_vec(static_cast<size_t>(n_kv_heads * cap * hd), 102, 0.7f);
+    v = random_vec(static_cast<size_t>(n_kv_heads * cap * hd), 103);
+  }
+  // Double-precision reference: sum_j w_j e^(s_j) v_j / sum w_j e^(s_j) and its log-sum.
+  void reference(int32_t h, const std::vector<int32_t>& slots, const std::vector<float>& log_w,
+                 std::vector<double>& out, double& lse) const {
+    const int32_t g = h / (n_heads / n_kv_heads);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    std::vector<double> s(slots.size());
+    double m = -INFINITY;
+    for (size_t j = 0; j < slots.size(); ++j) {
+      double d = 0;
+      for (int32_t x = 0; x < hd; ++x)
+        d += double{q[static_cast<size_t>(h * hd + x)]} * k[static_cast<size_t>((g * cap + slots[j]) * hd + x)];
+      s[j] = d * scale + (log_w.empty() ? 0.0 : log_w[j]);
+      m = std::max(m, s[j]);
+    }
+    out.assign(static_cast<size_t>(hd), 0.0);
+    double l = 0;
+    for (size_t j = 0; j < slots.size(); ++j) {
+      const double e = std::exp(s[j] - m);
+      l += e;
+      for (int32_t x = 0; x < hd; ++x) out[static_cast<size_t>(x)] += e * v[static_cast<size_t>((g * cap + slots[j]) * hd + x)];
+    }
+    for (double& o : out) o /= l;
+    lse = m + std::log(l);
+  }
+};
+
+struct set_run {
+  harness h;
+  tensor q, k, v, out, lse;
+  sa::kv_view kv;
+  set_run(const set_problem& p) {
+    q = h.upload(p.q, p.hd, p.n_heads);
+    k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap);
+    v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap);
+    out = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd)), p.hd, p.n_heads);
+    lse = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads)), p.n_heads, 1);
+    kv = sa::kv_view{&k, &v, p.cap, 0, {}};
+  }
+  // Runs attention_sets with the same slot list (and weights) for every head.
+  void run(const set_problem& p, const std::vector<std::vector<int32_t>>& per_head,
+           const std::vector<std::vector<float>>& log_w, const tensor& o, const tensor& l) {
+    std::vector<int32_t> offsets{0}, slots;
+    std::vector<float> w;
+    for (size_t hh = 0; hh < per_head.size(); ++hh) {
+      slots.insert(slots.end(), per_head[hh].begin(), per_head[hh].end());
+      if (!log_w.empty()) w.insert(w.end(), log_w[hh].begin(), log_w[hh].end());
+      offsets.push_back(static_cast<int32_t>(slots.size()));
+    }
+    h.be->attention_sets(q, kv, p.n_heads, p.n_kv_heads, p.hd, {offsets, slots, w},
+                         1.0f / std::sqrt(static_cast<float>(p.hd)), o, l);
+  }
+};
+
+TEST(ops, attention_sets_match_a_double_reference_with_weights) {
+  const set_problem p;
+  set_run r(p);
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<int32_t>> sets(static_cast<size_t>(p.n_heads));
+  std::vector<std::vector<float>> w(static_cast<size_t>(p.n_heads));
+  for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+    for (int32_t s = 0; s < p.cap; ++s)
+      if (rng() % 3 == 0) sets[static_cast<size_t>(hh)].push_back(s);
+    for (size_t j = 0; j < sets[static_cast<size_t>(hh)].size(); ++j)
+      w[static_cast<size_t>(hh)].push_back(static_cast<float>(rng() % 100) / 25.0f - 2.0f);
+  }
+  sets[3].clear();  // an empty set: out 0, lse -inf
+  w[3].clear();
+  r.run(p, sets, w, r.out, r.lse);
+  const std::vector<float> out = r.h.download(r.out), lse = r.h.download(r.lse);
+  for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+    const std::vector<float> o(out.begin() + hh * p.hd, out.begin() + (hh + 1) * p.hd);
+    if (sets[static_cast<size_t>(hh)].empty()) {
+      EXPECT_TRUE(std::isinf(lse[static_cast<size_t>(hh)]) && lse[static_cast<size_t>(hh)] < 0);
+      for (float x : o) EXPECT_EQ(x, 0.0f);
+      continue;
+    }
+    std::vector<double> ref;
+    double ref_lse = 0;
+    p.reference(hh, sets[static_cast<size_t>(hh)], w[static_cast<size_t>(hh)], ref, ref_lse);
+    EXPECT_LT(rel_err(o, ref), 1e-5) << "head " << hh;
+    EXPECT_NEAR(lse[static_cast<size_t>(hh)], ref_lse, 1e-4 * std::max(1.0, std::fabs(ref_lse)));
+  }
+}
+
+TEST(ops, attention_sets_over_a_prefix_equal_attention_bitwise) {
+  const set_problem p;
+  set_run r(p);
+  const int32_t len = 53;
+  std::vector<int32_t> prefix(static_cast<size_t>(len));
+  for (int32_t s = 0; s < len; ++s) prefix[static_cast<size_t>(s)] = s;
+  r.run(p, std::vector<std::vector<int32_t>>(static_cast<size_t>(p.n_heads), prefix), {}, r.out, r.lse);
+  tensor out2 = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd)), p.hd, p.n_heads);
+  tensor lse2 = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads)), p.n_heads, 1);
+  r.h.be->attention(r.q, r.kv, p.n_heads, p.n_kv_heads, p.hd, std::vector<int32_t>{len},
+                    1.0f / std::sqrt(static_cast<float>(p.hd)), out2, lse2, nullptr);
+  EXPECT_EQ(r.h.download(r.out), r.h.download(out2));
+  EXPECT_EQ(r.h.download(r.lse), r.h.download(lse2));
+}
+
+TEST(ops, merging_partials_of_a_random_split_equals_attention_over_the_union) {
+  const set_problem p;
+  for (uint64_t trial = 0; trial < 20; ++trial) {
+    set_run r(p);
+    std::mt19937_64 rng(trial);
+    std::vector<std::vector<int32_t>> all(static_cast<size_t>(p.n_heads)), a(all.size()), b(all.size());
+    for (size_t hh = 0; hh < all.size(); ++hh)
+      for (int32_t s = 0; s < p.cap; ++s) {
+        if (rng() % 4 == 0) continue;  // not in the set
+        all[hh].push_back(s);
+        (rng() % 2 ? a[hh] : b[hh]).push_back(s);
+      }
+    if (trial == 0) {  // empty parts on either side
+      a[1].clear(), b[1] = all[1];
+      b[2].clear(), a[2] = all[2];
+    }
+    tensor ob = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd)), p.hd, p.n_heads);
+    tensor lb = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads)), p.n_heads, 1);
+    tensor ou = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd)), p.hd, p.n_heads);
+    tensor lu = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads)), p.n_heads, 1);
+    r.run(p, a, {}, r.out, r.lse);
+    r.run(p, b, {}, ob, lb);
+    r.run(p, all, {}, ou, lu);
+    r.h.be->merge_attention(r.out, r.lse, ob, lb);
+    const std::vector<float> m = r.h.download(r.out), u = r.h.download(ou);
+    const std::vector<float> ml = r.h.download(r.lse), ul = r.h.download(lu);
+    for (size_t i = 0; i < m.size(); ++i) EXPECT_NEAR(m[i], u[i], 2e-6f * (1 + std::fabs(u[i])));
+    for (size_t i = 0; i < ml.size(); ++i) EXPECT_NEAR(ml[i], ul[i], 2e-6f * (1 + std::fabs(ul[i])));
+  }
+}
+
+TEST(ops, merging_an_empty_partial_is_the_identity) {
+  const set_problem p;
+  set_run r(p);
+  std::vector<std::vector<int32_t>> some(static_cast<size_t>(p.n_heads), {1, 4, 9, 16, 25});
+  std::vector<std::vector<int32_t>> none(static_cast<size_t>(p.n_heads));
+  tensor ob = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd)), p.hd, p.n_heads);
+  tensor lb = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads)), p.n_heads, 1);
+  r.run(p, some, {}, r.out, r.lse);
+  const std::vector<float> before = r.h.download(r.out), before_lse = r.h.download(r.lse);
+  r.run(p, none, {}, ob, lb);
+  r.h.be->merge_attention(r.out, r.lse, ob, lb);  // x + empty
+  EXPECT_EQ(r.h.download(r.out), before);
+  EXPECT_EQ(r.h.download(r.lse), before_lse);
+  r.h.be->merge_attention(ob, lb, r.out, r.lse);  // empty + x
+  EXPECT_EQ(r.h.download(ob), before);
+  EXPECT_EQ(r.h.download(lb), before_lse);
+}
+
+TEST(ops, probe_keys_gives_scores_and_value_norms) {
+  const set_problem p;
+  set_run r(p);
+  std::vector<int32_t> offsets{0}, slots;
+  for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+    for (int32_t s = hh; s < p.cap; s += 7) slots.push_back(s);
+    offsets.push_back(static_cast<int32_t>(slots.size()));
+  }
+  tensor sc = r.h.upload(std::vector<float>(slots.size()), static_cast<int64_t>(slots.size()), 1);
+  tensor vn = r.h.upload(std::vector<float>(slots.size()), static_cast<int64_t>(slots.size()), 1);
+  const float scale = 0.3f;
+  r.h.be->probe_keys(r.q, r.kv, p.n_heads, p.n_kv_heads, p.hd, {offsets, slots, {}}, scale, sc, vn);
+  const std::vector<float> s = r.h.download(sc), n = r.h.download(vn);
+  for (int32_t hh = 0; hh < p.n_heads; ++hh)
+    for (int32_t j = offsets[static_cast<size_t>(hh)]; j < offsets[static_cast<size_t>(hh) + 1]; ++j) {
+      const int32_t g = hh / 3, slot = slots[static_cast<size_t>(j)];
+      double d = 0, vv = 0;
+      for (int32_t x = 0; x < p.hd; ++x) {
+        d += double{p.q[static_cast<size_t>(hh * p.hd + x)]} * p.k[static_cast<size_t>((g * p.cap + slot) * p.hd + x)];
+        vv += double{p.v[static_cast<size_t>((g * p.cap + slot) * p.hd + x)]} * p.v[static_cast<size_t>((g * p.cap + slot) * p.hd + x)];
+      }
+      EXPECT_NEAR(s[static_cast<size_t>(j)], d * scale, 1e-5);
+      EXPECT_NEAR(n[static_cast<size_t>(j)], vv, 1e-4 * vv);
+    }
+}
+
+TEST(ops, page_summaries_bound_every_keys_dot_product) {
+  const set_problem p;
+  harness h;
+  const int32_t page = 16;
+  const int64_t n_keys = 61, pages_cap = (p.cap + page - 1) / page;  // a partial last page
+  tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap);
+  tensor sum = h.upload(std::vector<float>(static_cast<size_t>(p.n_kv_heads * pages_cap * 2 * p.hd)), p.hd,
+                        p.n_kv_heads * pages_cap * 2);
+  h.be->summarize_pages(k, p.cap, page, n_keys, 0, (n_keys + page - 1) / page, sum, pages_cap);
+  const std::vector<float> s = h.download(sum);
+  const int64_t n_pages = (n_keys + page - 1) / page;
+  for (int32_t g = 0; g < p.n_kv_heads; ++g)
+    for (int64_t pg = 0; pg < n_pages; ++pg)
+      for (int32_t x = 0; x < p.hd; ++x) {  // exactly the element-wise max and min
+        float mx = -INFINITY, mn = INFINITY;
+        for (int64_t r = pg * page; r < std::min<int64_t>((pg + 1) * page, n_keys); ++r) {
+          mx = std::max(mx, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
+          mn = std::min(mn, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
+        }
+        EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)], mx);
+        EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)], mn);
+      }
+  for (bool group_mean : {false, true}) {
+    for (uint64_t seed = 0; seed < 10; ++seed) {
+      const std::vector<float> qv = random_vec(static_cast<size_t>(p.n_heads * p.hd), 200 + seed, 2.0f);
+      tensor q = h.upload(qv, p.hd, p.n_heads);
+      const int32_t rankers = group_mean ? p.n_kv_heads : p.n_heads;
+      tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * n_pages)), n_pages, rankers);
+      h.be->page_scores(q, sum, pages_cap, p.n_heads, p.n_kv_heads, p.hd, n_pages, group_mean, sc);
+      const std::vector<float> got = h.download(sc);
+      for (int32_t r = 0; r < rankers; ++r) {
+        std::vector<double> u(static_cast<size_t>(p.hd), 0.0);
+        const int32_t g = group_mean ? r : r / 3;
+        for (int32_t x = 0; x < p.hd; ++x) {
+          if (group_mean)
+            for (int32_t m = 0; m < 3; ++m) u[static_cast<size_t>(x)] += qv[static_cast<size_t>((g * 3 + m) * p.hd + x)] / 3.0;
+          else
+            u[static_cast<size_t>(x)] = qv[static_cast<size_t>(r * p.hd + x)];
+        }
+        for (int64_t pg = 0; pg < n_pages; ++pg) {
+          double bound = 0, best = -INFINITY;
+          for (int32_t x = 0; x < p.hd; ++x)
+            bound += std::max(u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)],
+                              u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)]);
+          for (int64_t row = pg * page; row < std::min<int64_t>((pg + 1) * page, n_keys); ++row) {
+            double d = 0;
+            for (int32_t x = 0; x < p.hd; ++x) d += u[static_cast<size_t>(x)] * p.k[static_cast<size_t>((g * p.cap + row) * p.hd + x)];
+            best = std::max(best, d);
+          }
+          EXPECT_NEAR(got[static_cast<size_t>(r * n_pages + pg)], bound, 1e-4 * (1 + std::fabs(bound)));
+          EXPECT_GE(got[static_cast<size_t>(r * n_pages + pg)] + 1e-4, best);  // the bound holds
+        }
+      }
+    }
+  }
+}
+
 }  // namespace

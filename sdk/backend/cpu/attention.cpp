@@ -29,40 +29,47 @@ struct problem {
   float* lse;
 };
 
-// Attention of row i, query head h. Leaves the normalised probabilities in p[0, len).
-void attend_one(const problem& pb, int64_t i, int32_t h, std::vector<float>& p) {
-  const int64_t item = i * pb.n_heads + h;
-  const int64_t kvh = h / pb.group;
-  const int64_t len = pb.kv_len[static_cast<size_t>(i)];
+// Softmax attention of one (row, query head) item over n keys: key t sits at cache row
+// row_of(t) and its score gets bias_of(t) added. Leaves the normalised weights in p[0, n).
+template <typename RowOf, typename BiasOf>
+void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasOf bias_of,
+                 std::vector<float>& p) {
+  const int64_t kvh = (item % pb.n_heads) / pb.group;
   const int32_t hd = pb.head_dim;
   const float* qi = pb.q + item * hd;
   float* oi = pb.out + item * hd;
   for (int32_t d = 0; d < hd; ++d) oi[d] = 0.0f;
-  if (len <= 0) {
+  if (n <= 0) {
     pb.lse[item] = -std::numeric_limits<float>::infinity();
     return;
   }
-  if (p.size() < static_cast<size_t>(len)) p.resize(static_cast<size_t>(len));
+  if (p.size() < static_cast<size_t>(n)) p.resize(static_cast<size_t>(n));
   const float* kh = pb.k + kvh * pb.k_capacity * hd;
   const float* vh = pb.v + kvh * pb.v_capacity * hd;
   float m = -std::numeric_limits<float>::infinity();
-  for (int64_t t = 0; t < len; ++t) {
-    p[static_cast<size_t>(t)] = dot_f32(qi, kh + t * hd, hd) * pb.scale;
+  for (int64_t t = 0; t < n; ++t) {
+    p[static_cast<size_t>(t)] = dot_f32(qi, kh + row_of(t) * hd, hd) * pb.scale + bias_of(t);
     m = std::max(m, p[static_cast<size_t>(t)]);
   }
   float l = 0.0f;
-  for (int64_t t = 0; t < len; ++t) {
+  for (int64_t t = 0; t < n; ++t) {
     const float e = std::exp(p[static_cast<size_t>(t)] - m);
     p[static_cast<size_t>(t)] = e;
     l += e;
-    const int64_t row = pb.v_rows.empty() ? t : pb.v_rows[static_cast<size_t>(t)];
-    const float* vt = vh + row * hd;
+    const float* vt = vh + static_cast<int64_t>(pb.v_rows.empty() ? row_of(t) : pb.v_rows[static_cast<size_t>(t)]) * hd;
     for (int32_t d = 0; d < hd; ++d) oi[d] += e * vt[d];
   }
   const float inv = 1.0f / l;
   for (int32_t d = 0; d < hd; ++d) oi[d] *= inv;
-  for (int64_t t = 0; t < len; ++t) p[static_cast<size_t>(t)] *= inv;
+  for (int64_t t = 0; t < n; ++t) p[static_cast<size_t>(t)] *= inv;
   pb.lse[item] = m + std::log(l);
+}
+
+// Attention of row i, query head h over keys [0, kv_len[i]).
+void attend_one(const problem& pb, int64_t i, int32_t h, std::vector<float>& p) {
+  attend_keys(
+      pb, i * pb.n_heads + h, pb.kv_len[static_cast<size_t>(i)], [](int64_t t) { return t; },
+      [](int64_t) { return 0.0f; }, p);
 }
 
 }  // namespace
@@ -93,6 +100,68 @@ void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64
         const float w = row_weights[static_cast<size_t>(i)];
         const int64_t len = kv_len[static_cast<size_t>(i)];
         for (int64_t t = 0; t < len; ++t) mh[t] += w * p[static_cast<size_t>(t)];
+      }
+    }
+  });
+}
+
+void attention_sets_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
+                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const float* k,
+                         const float* v, int64_t capacity, const key_sets& sets, float scale,
+                         float* out, float* lse) {
+  const problem pb{q, n_heads, n_heads / n_kv_heads, head_dim, k, capacity, v, capacity, {}, {},
+                   scale, out, lse};
+  const bool weighted = !sets.log_weights.empty();
+  pool.parallel_for(n * n_heads, [&](int64_t b, int64_t e, int32_t thread) {
+    for (int64_t item = b; item < e; ++item) {
+      const int32_t first = sets.offsets[static_cast<size_t>(item)];
+      const int64_t count = sets.offsets[static_cast<size_t>(item) + 1] - first;
+      const int32_t* rows = sets.slots.data() + first;
+      const float* bias = weighted ? sets.log_weights.data() + first : nullptr;
+      if (weighted)
+        attend_keys(pb, item, count, [rows](int64_t t) { return int64_t{rows[t]}; },
+                    [bias](int64_t t) { return bias[t]; }, scratch[static_cast<size_t>(thread)]);
+      else
+        attend_keys(pb, item, count, [rows](int64_t t) { return int64_t{rows[t]}; },
+                    [](int64_t) { return 0.0f; }, scratch[static_cast<size_t>(thread)]);
+    }
+  });
+}
+
+void merge_partials(float* out, float* lse, const float* out_b, const float* lse_b,
+                    int64_t items, int32_t head_dim) {
+  for (int64_t it = 0; it < items; ++it) {
+    const float a = lse[it], b = lse_b[it];
+    if (b == -std::numeric_limits<float>::infinity()) continue;
+    float* o = out + it * head_dim;
+    const float* ob = out_b + it * head_dim;
+    if (a == -std::numeric_limits<float>::infinity()) {
+      for (int32_t d = 0; d < head_dim; ++d) o[d] = ob[d];
+      lse[it] = b;
+      continue;
+    }
+    const float m = std::max(a, b);
+    const float wa = std::exp(a - m), wb = std::exp(b - m);
+    const float inv = 1.0f / (wa + wb);
+    for (int32_t d = 0; d < head_dim; ++d) o[d] = (wa * o[d] + wb * ob[d]) * inv;
+    lse[it] = m + std::log(wa + wb);
+  }
+}
+
+void probe_keys_rows(thread_pool& pool, const float* q, int64_t n, int32_t n_heads,
+                     int32_t n_kv_heads, int32_t head_dim, const float* k, const float* v,
+                     int64_t capacity, const key_sets& sets, float scale, float* scores,
+                     float* vnorm2) {
+  const int32_t group = n_heads / n_kv_heads;
+  pool.parallel_for(n * n_heads, [&](int64_t b, int64_t e, int32_t) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t kvh = (item % n_heads) / group;
+      const float* qi = q + item * head_dim;
+      for (int32_t j = sets.offsets[static_cast<size_t>(item)];
+           j < sets.offsets[static_cast<size_t>(item) + 1]; ++j) {
+        const int64_t row = (kvh * capacity + sets.slots[static_cast<size_t>(j)]) * head_dim;
+        scores[j] = dot_f32(qi, k + row, head_dim) * scale;
+        vnorm2[j] = dot_f32(v + row, v + row, head_dim);
       }
     }
   });

@@ -141,6 +141,83 @@ void cpu_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads,
                  mass ? ptr<float>(*mass->mass) : nullptr, n_keys);
 }
 
+namespace {
+// The item count of a batch of query rows, checked against its key sets.
+int64_t check_sets(const tensor& q, int32_t n_heads, int32_t head_dim, const kv_view& kv,
+                   const key_sets& sets, const char* op) {
+  const int64_t items = q.ne[0] * q.rows() / head_dim;
+  if (items % n_heads != 0 || static_cast<int64_t>(sets.offsets.size()) != items + 1 ||
+      sets.offsets.front() != 0 || sets.offsets.back() != static_cast<int64_t>(sets.slots.size()) ||
+      (!sets.log_weights.empty() && sets.log_weights.size() != sets.slots.size()) ||
+      !kv.v_rows.empty())
+    fail(SA_ERR_INTERNAL, "%s: key sets do not match %lld items", op, static_cast<long long>(items));
+  for (size_t i = 0; i + 1 < sets.offsets.size(); ++i)
+    if (sets.offsets[i] > sets.offsets[i + 1])
+      fail(SA_ERR_INTERNAL, "%s: key set offsets decrease at item %zu", op, i);
+  for (int32_t s : sets.slots)
+    if (s < 0 || s >= kv.capacity)
+      fail(SA_ERR_INTERNAL, "%s: slot %d outside [0, %lld)", op, s,
+           static_cast<long long>(kv.capacity));
+  return items / n_heads;
+}
+}  // namespace
+
+void cpu_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                 int32_t n_kv_heads, int32_t head_dim, const key_sets& sets,
+                                 float scale, const tensor& out, const tensor& lse) {
+  const int64_t n = check_sets(q, n_heads, head_dim, kv, sets, "attention_sets");
+  attention_sets_rows(pool_, scratch_, ptr<float>(q), n, n_heads, n_kv_heads, head_dim,
+                      ptr<float>(*kv.k), ptr<float>(*kv.v), kv.capacity, sets, scale,
+                      ptr<float>(out), ptr<float>(lse));
+}
+
+void cpu_backend::merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
+                                  const tensor& lse_b) {
+  const int64_t items = lse.ne[0] * lse.rows();
+  if (lse_b.ne[0] * lse_b.rows() != items || out.n_bytes() != out_b.n_bytes() ||
+      (out.ne[0] * out.rows()) % items != 0)
+    fail(SA_ERR_INTERNAL, "merge_attention: partials of different shapes");
+  merge_partials(ptr<float>(out), ptr<float>(lse), ptr<float>(out_b), ptr<float>(lse_b), items,
+                 static_cast<int32_t>(out.ne[0] * out.rows() / items));
+}
+
+void cpu_backend::probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads,
+                             int32_t n_kv_heads, int32_t head_dim, const key_sets& sets,
+                             float scale, const tensor& scores, const tensor& vnorm2) {
+  const int64_t n = check_sets(q, n_heads, head_dim, kv, sets, "probe_keys");
+  if (scores.ne[0] * scores.rows() < static_cast<int64_t>(sets.slots.size()) ||
+      vnorm2.ne[0] * vnorm2.rows() < static_cast<int64_t>(sets.slots.size()))
+    fail(SA_ERR_INTERNAL, "probe_keys: outputs hold fewer than %zu keys", sets.slots.size());
+  probe_keys_rows(pool_, ptr<float>(q), n, n_heads, n_kv_heads, head_dim, ptr<float>(*kv.k),
+                  ptr<float>(*kv.v), kv.capacity, sets, scale, ptr<float>(scores),
+                  ptr<float>(vnorm2));
+}
+
+void cpu_backend::summarize_pages(const tensor& k, int64_t capacity, int32_t page_size,
+                                  int64_t n_keys, int64_t first_page, int64_t n_pages,
+                                  const tensor& summaries, int64_t pages_capacity) {
+  const int32_t head_dim = static_cast<int32_t>(k.ne[0]);
+  const int32_t n_kv_heads = static_cast<int32_t>(k.rows() / capacity);
+  if (page_size < 1 || n_keys > capacity || first_page < 0 ||
+      first_page + n_pages > pages_capacity ||
+      summaries.ne[0] * summaries.rows() < int64_t{n_kv_heads} * pages_capacity * 2 * head_dim)
+    fail(SA_ERR_INTERNAL, "summarize_pages: pages [%lld, +%lld) do not fit",
+         static_cast<long long>(first_page), static_cast<long long>(n_pages));
+  summarize_pages_rows(pool_, ptr<float>(k), capacity, n_kv_heads, head_dim, page_size, n_keys,
+                       first_page, n_pages, ptr<float>(summaries), pages_capacity);
+}
+
+void cpu_backend::page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                              int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                              int64_t n_pages, bool group_mean, const tensor& scores) {
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
+  if (n_pages > pages_capacity || scores.ne[0] * scores.rows() < rankers * n_pages ||
+      q.ne[0] * q.rows() < int64_t{n_heads} * head_dim)
+    fail(SA_ERR_INTERNAL, "page_scores: %lld pages do not fit", static_cast<long long>(n_pages));
+  page_scores_rows(pool_, ptr<float>(q), ptr<float>(summaries), pages_capacity, n_heads,
+                   n_kv_heads, head_dim, n_pages, group_mean, ptr<float>(scores));
+}
+
 void cpu_backend::gather_rope(const tensor& src, int64_t src_capacity,
                               std::span<const int32_t> rows, std::span<const int32_t> positions,
                               const rope_params& p, const tensor& dst, int64_t dst_capacity) {

@@ -46,6 +46,20 @@ class cpu_backend final : public backend {
   void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                  int32_t head_dim, std::span<const int32_t> kv_len, float scale, const tensor& out,
                  const tensor& lse, const key_mass* mass) override;
+  void attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                      int32_t head_dim, const key_sets& sets, float scale, const tensor& out,
+                      const tensor& lse) override;
+  void merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
+                       const tensor& lse_b) override;
+  void probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                  int32_t head_dim, const key_sets& sets, float scale, const tensor& scores,
+                  const tensor& vnorm2) override;
+  void summarize_pages(const tensor& k, int64_t capacity, int32_t page_size, int64_t n_keys,
+                       int64_t first_page, int64_t n_pages, const tensor& summaries,
+                       int64_t pages_capacity) override;
+  void page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                   int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int64_t n_pages,
+                   bool group_mean, const tensor& scores) override;
   void gather_rope(const tensor& src, int64_t src_capacity, std::span<const int32_t> rows,
                    std::span<const int32_t> positions, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;

@@ -46,6 +46,28 @@ void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64
                     float* out, float* lse, std::span<const float> row_weights, float* mass,
                     int64_t n_keys);
 
+// Partial attention of q [n][n_heads][head_dim] over key sets of k, v [n_kv_heads][capacity]
+// [head_dim] (see backend::attention_sets).
+void attention_sets_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
+                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const float* k,
+                         const float* v, int64_t capacity, const key_sets& sets, float scale,
+                         float* out, float* lse);
+// (out, lse) = (out, lse) merged with (out_b, lse_b); items = rows * heads.
+void merge_partials(float* out, float* lse, const float* out_b, const float* lse_b,
+                    int64_t items, int32_t head_dim);
+// scores[j], vnorm2[j] of every listed key (see backend::probe_keys).
+void probe_keys_rows(thread_pool& pool, const float* q, int64_t n, int32_t n_heads,
+                     int32_t n_kv_heads, int32_t head_dim, const float* k, const float* v,
+                     int64_t capacity, const key_sets& sets, float scale, float* scores,
+                     float* vnorm2);
+// Page summaries and Quest bounds (see backend::summarize_pages, backend::page_scores).
+void summarize_pages_rows(thread_pool& pool, const float* k, int64_t capacity, int32_t n_kv_heads,
+                          int32_t head_dim, int32_t page_size, int64_t n_keys, int64_t first_page,
+                          int64_t n_pages, float* summaries, int64_t pages_capacity);
+void page_scores_rows(thread_pool& pool, const float* q, const float* summaries,
+                      int64_t pages_capacity, int32_t n_heads, int32_t n_kv_heads,
+                      int32_t head_dim, int64_t n_pages, bool group_mean, float* scores);
+
 // dst[g][j] = rope(src[g][rows[j]], positions[j]); heads of head_dim = src row width.
 void gather_rope_rows(thread_pool& pool, const float* src, int64_t src_capacity, int32_t n_heads,
                       int32_t head_dim, std::span<const int32_t> rows,

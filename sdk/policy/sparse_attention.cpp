@@ -1,0 +1,260 @@
+#include "policy/sparse_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "policy/vattention.h"
+
+namespace sa {
+
+namespace {
+constexpr int64_t kMinPilot = 32;  // fewest pilot keys; a smaller residual is taken whole
+
+// The slots [0, n) not in b (b ascending), ascending.
+void complement(int64_t n, const std::vector<int32_t>& b, std::vector<int32_t>& out) {
+  out.clear();
+  size_t j = 0;
+  for (int32_t s = 0; s < n; ++s) {
+    while (j < b.size() && b[j] < s) ++j;
+    if (j < b.size() && b[j] == s) continue;
+    out.push_back(s);
+  }
+}
+}  // namespace
+
+sparse_attention::sparse_attention(backend& be, const hparams& hp, const sparse_config& c,
+                                   int64_t capacity)
+    : be_(be), hp_(hp), c_(c), scale_(1.0f / std::sqrt(static_cast<float>(hp.head_dim))) {
+  const int64_t pages_capacity = (capacity + c.page_size - 1) / c.page_size;
+  page_scores_ = new_f32_tensor(be, buffers_, pages_capacity, hp.n_heads);
+  probe_scores_ = new_f32_tensor(be, buffers_, capacity, hp.n_heads);
+  probe_vnorm2_ = new_f32_tensor(be, buffers_, capacity, hp.n_heads);
+  out_b_ = new_f32_tensor(be, buffers_, hp.head_dim, hp.n_heads);
+  lse_b_ = new_f32_tensor(be, buffers_, hp.n_heads, 1);
+  dense_out_ = new_f32_tensor(be, buffers_, hp.head_dim, hp.n_heads);
+  dense_lse_ = new_f32_tensor(be, buffers_, hp.n_heads, 1);
+}
+
+void sparse_attention::download(const tensor& t, std::vector<float>& dst, size_t n) {
+  dst.resize(n);
+  be_.download(*t.buf, t.offset, dst.data(), n * sizeof(float));
+}
+
+void sparse_attention::sets_from(const std::vector<std::vector<int32_t>>& per_head) {
+  offsets_.assign(1, 0);
+  slots_.clear();
+  for (const std::vector<int32_t>& s : per_head) {
+    slots_.insert(slots_.end(), s.begin(), s.end());
+    offsets_.push_back(static_cast<int32_t>(slots_.size()));
+  }
+}
+
+void sparse_attention::quest_pages(const tensor& q, const tensor& summaries,
+                                   int64_t pages_capacity, const page_plan& plan) {
+  const bool group = c_.granularity == select_granularity::per_group;
+  const int32_t rankers = group ? hp_.n_kv_heads : hp_.n_heads;
+  be_.page_scores(q, summaries, pages_capacity, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim,
+                  plan.n_pages, group, page_scores_);
+  download(page_scores_, host_a_, static_cast<size_t>(rankers * plan.n_pages));
+  select_pages(c_, plan, host_a_, rankers, ranked_);
+  pages_.resize(static_cast<size_t>(hp_.n_heads));
+  const int32_t per_group = hp_.n_heads / hp_.n_kv_heads;
+  for (int32_t h = 0; h < hp_.n_heads; ++h)
+    pages_[static_cast<size_t>(h)] = ranked_[static_cast<size_t>(group ? h / per_group : h)];
+}
+
+void sparse_attention::oracle_sets(const tensor& q, const kv_view& kv, const page_plan& plan,
+                                   int64_t n_keys) {
+  // Every key's exact score, per head.
+  offsets_.assign(1, 0);
+  slots_.clear();
+  for (int32_t h = 0; h < hp_.n_heads; ++h) {
+    for (int32_t s = 0; s < n_keys; ++s) slots_.push_back(s);
+    offsets_.push_back(static_cast<int32_t>(slots_.size()));
+  }
+  be_.probe_keys(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, {offsets_, slots_, {}}, scale_,
+                 probe_scores_, probe_vnorm2_);
+  download(probe_scores_, host_a_, slots_.size());
+  const int64_t budget = plan.budget_pages * c_.page_size;
+  fixed_.resize(static_cast<size_t>(hp_.n_heads));
+  std::vector<int32_t> others;
+  for (int32_t h = 0; h < hp_.n_heads; ++h) {
+    std::vector<int32_t>& f = fixed_[static_cast<size_t>(h)];
+    f.clear();
+    others.clear();
+    for (int32_t s = 0; s < n_keys; ++s)
+      (page_is_forced(c_, s / c_.page_size, plan.n_pages) ? f : others).push_back(s);
+    const float* sc = host_a_.data() + static_cast<size_t>(h) * static_cast<size_t>(n_keys);
+    const int64_t take = std::clamp<int64_t>(budget - static_cast<int64_t>(f.size()), 0,
+                                             static_cast<int64_t>(others.size()));
+    std::partial_sort(others.begin(), others.begin() + take, others.end(), [sc](int32_t a, int32_t b) {
+      return sc[a] > sc[b] || (sc[a] == sc[b] && a < b);
+    });
+    f.insert(f.end(), others.begin(), others.begin() + take);
+    std::sort(f.begin(), f.end());
+  }
+}
+
+uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
+                                  const tensor& summaries, int64_t pages_capacity, int64_t n_keys,
+                                  const tensor& out, const tensor& lse,
+                                  std::vector<head_stat>& stats) {
+  const page_plan plan = plan_pages(c_, n_keys);
+  const size_t first = stats.size();
+  for (int32_t h = 0; h < hp_.n_heads; ++h) {
+    head_stat s;
+    s.layer = layer;
+    s.head = h;
+    s.keys_attended = s.keys_total = static_cast<int32_t>(n_keys);
+    stats.push_back(s);
+  }
+  head_stat* hs = stats.data() + first;
+  if (layer < c_.dense_layers || plan.dense) {
+    const int32_t len = static_cast<int32_t>(n_keys);
+    be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, std::span<const int32_t>(&len, 1),
+                  scale_, out, lse, nullptr);
+    if (c_.check_error)
+      for (int32_t h = 0; h < hp_.n_heads; ++h) hs[h].rel_error = 0.0f;  // exact
+    return static_cast<uint64_t>(n_keys) * static_cast<uint64_t>(hp_.n_heads);
+  }
+  uint64_t read = 0;
+  if (c_.method == sparse_method::quest) {
+    quest_pages(q, summaries, pages_capacity, plan);
+    fixed_.resize(static_cast<size_t>(hp_.n_heads));
+    for (int32_t h = 0; h < hp_.n_heads; ++h) {
+      fixed_[static_cast<size_t>(h)].clear();
+      append_page_slots(pages_[static_cast<size_t>(h)], c_.page_size, n_keys, fixed_[static_cast<size_t>(h)]);
+    }
+    sets_from(fixed_);
+    be_.attention_sets(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, {offsets_, slots_, {}},
+                       scale_, out, lse);
+    for (int32_t h = 0; h < hp_.n_heads; ++h) {
+      hs[h].keys_attended = static_cast<int32_t>(fixed_[static_cast<size_t>(h)].size());
+      hs[h].sparse = true;
+      read += fixed_[static_cast<size_t>(h)].size();
+    }
+  } else {
+    if (c_.topk == topk_source::oracle) {
+      oracle_sets(q, kv, plan, n_keys);
+    } else {
+      quest_pages(q, summaries, pages_capacity, plan);
+      fixed_.resize(static_cast<size_t>(hp_.n_heads));
+      for (int32_t h = 0; h < hp_.n_heads; ++h) {
+        fixed_[static_cast<size_t>(h)].clear();
+        append_page_slots(pages_[static_cast<size_t>(h)], c_.page_size, n_keys, fixed_[static_cast<size_t>(h)]);
+      }
+    }
+    read = vattention_step(layer, q, kv, n_keys, out, lse, hs);
+  }
+  if (c_.check_error) check_error(q, kv, n_keys, out, hs);
+  return read;
+}
+
+uint64_t sparse_attention::vattention_step(int32_t layer, const tensor& q, const kv_view& kv,
+                                           int64_t n_keys, const tensor& out,
+                                           const tensor& lse, head_stat* hs) {
+  const int32_t nh = hp_.n_heads, hd = hp_.head_dim;
+  const int64_t position = n_keys - 1;
+  residual_.resize(static_cast<size_t>(nh));
+  pilot_.resize(static_cast<size_t>(nh));
+  sample_.resize(static_cast<size_t>(nh));
+  for (int32_t h = 0; h < nh; ++h) {
+    const size_t u = static_cast<size_t>(h);
+    complement(n_keys, fixed_[u], residual_[u]);
+    const int64_t ns = static_cast<int64_t>(residual_[u].size());
+    pilot_[u].clear();
+    if (ns > kMinPilot) {
+      const int64_t nb = std::min<int64_t>(
+          ns, std::max<int64_t>(kMinPilot, static_cast<int64_t>(std::floor(c_.pilot_ratio * static_cast<double>(ns)))));
+      vattention::stream rng(c_.seed, position, layer, h, 1);
+      vattention::sample_without_replacement(rng, residual_[u], nb, pilot_[u]);
+    }
+  }
+  // The exact part, straight into the layer's output.
+  sets_from(fixed_);
+  be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, {offsets_, slots_, {}}, scale_, out, lse);
+  // The pilot: scores, value norms, and its own partial.
+  sets_from(pilot_);
+  const std::vector<int32_t> pilot_offsets = offsets_;
+  const size_t n_pilot = slots_.size();
+  if (n_pilot > 0) {
+    be_.probe_keys(q, kv, nh, hp_.n_kv_heads, hd, {offsets_, slots_, {}}, scale_, probe_scores_,
+                   probe_vnorm2_);
+    be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, {offsets_, slots_, {}}, scale_, out_b_, lse_b_);
+    download(probe_scores_, host_a_, n_pilot);
+    download(probe_vnorm2_, host_b_, n_pilot);
+    download(out, host_c_, static_cast<size_t>(nh * hd));
+    download(lse, host_d_, static_cast<size_t>(nh));
+    download(out_b_, host_e_, static_cast<size_t>(nh * hd));
+    download(lse_b_, host_f_, static_cast<size_t>(nh));
+  }
+  // Sample sizes, then the weighted sample of each residual.
+  log_w_.clear();
+  uint64_t read = 0;
+  for (int32_t h = 0; h < nh; ++h) {
+    const size_t u = static_cast<size_t>(h);
+    const int64_t ns = static_cast<int64_t>(residual_[u].size());
+    int64_t b = ns;
+    if (!pilot_[u].empty()) {
+      const size_t o = static_cast<size_t>(pilot_offsets[u]), nb = pilot_[u].size();
+      vattention::pilot p;
+      p.lse_f = host_d_[u];
+      p.out_f = std::span<const float>(host_c_).subspan(u * static_cast<size_t>(hd), static_cast<size_t>(hd));
+      p.scores = std::span<const float>(host_a_).subspan(o, nb);
+      p.vnorm2 = std::span<const float>(host_b_).subspan(o, nb);
+      p.lse_p = host_f_[u];
+      p.out_p = std::span<const float>(host_e_).subspan(u * static_cast<size_t>(hd), static_cast<size_t>(hd));
+      const vattention::budget bud = vattention::sample_budget(c_.epsilon, c_.delta, ns, p);
+      b = bud.sample;
+      hs[h].sample_budget = static_cast<int32_t>(std::min(
+          2147483647.0, std::ceil(std::max(bud.numerator, bud.denominator))));
+    } else {
+      hs[h].sample_budget = static_cast<int32_t>(ns);
+    }
+    if (b >= ns) {
+      sample_[u] = residual_[u];
+    } else {
+      vattention::stream rng(c_.seed, position, layer, h, 2);
+      vattention::sample_without_replacement(rng, residual_[u], b, sample_[u]);
+    }
+    const float lw = b > 0 ? static_cast<float>(std::log(static_cast<double>(ns) / static_cast<double>(b))) : 0.0f;
+    log_w_.insert(log_w_.end(), sample_[u].size(), lw);
+    // Keys read: I_f, and the pilot and the sample (distinct; both lie in R).
+    size_t both = 0;
+    for (size_t i = 0, j = 0; i < pilot_[u].size() && j < sample_[u].size();) {
+      if (pilot_[u][i] == sample_[u][j]) ++both, ++i, ++j;
+      else if (pilot_[u][i] < sample_[u][j]) ++i;
+      else ++j;
+    }
+    hs[h].keys_attended =
+        static_cast<int32_t>(fixed_[u].size() + pilot_[u].size() + sample_[u].size() - both);
+    hs[h].sparse = true;
+    read += static_cast<uint64_t>(hs[h].keys_attended);
+  }
+  sets_from(sample_);
+  be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, {offsets_, slots_, log_w_}, scale_, out_b_, lse_b_);
+  be_.merge_attention(out, lse, out_b_, lse_b_);
+  return read;
+}
+
+void sparse_attention::check_error(const tensor& q, const kv_view& kv, int64_t n_keys,
+                                   const tensor& out, head_stat* hs) {
+  const int32_t len = static_cast<int32_t>(n_keys);
+  be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, std::span<const int32_t>(&len, 1),
+                scale_, dense_out_, dense_lse_, nullptr);
+  const size_t n = static_cast<size_t>(hp_.n_heads * hp_.head_dim);
+  download(out, host_a_, n);
+  download(dense_out_, host_b_, n);
+  for (int32_t h = 0; h < hp_.n_heads; ++h) {
+    double err = 0, ref = 0;
+    for (int32_t d = 0; d < hp_.head_dim; ++d) {
+      const size_t i = static_cast<size_t>(h * hp_.head_dim + d);
+      err += (double{host_a_[i]} - host_b_[i]) * (double{host_a_[i]} - host_b_[i]);
+      ref += double{host_b_[i]} * host_b_[i];
+    }
+    hs[h].rel_error = ref > 0 ? static_cast<float>(std::sqrt(err / ref)) : static_cast<float>(std::sqrt(err));
+  }
+}
+
+}  // namespace sa
