@@ -296,6 +296,8 @@ typedef struct sa_session sa_session;
                                   sample of the rest sized by a CLT bound so that each head's
                                   output is within vatt_epsilon (relative, L2) with probability
                                   1 - vatt_delta; importance-weighted */
+#define SA_SPARSE_ORACLE     3 /* the budget's tokens with the highest exact scores (reads every
+                                  key, so it saves nothing: a quality baseline) */
 
 /* Who ranks pages under GQA (sa_session_params.select_granularity). */
 #define SA_SELECT_PER_HEAD  0 /* Quest: each query head ranks with its own query */

@@ -13,6 +13,7 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
     case SA_SPARSE_NONE: c.method = sa::sparse_method::none; break;
     case SA_SPARSE_QUEST: c.method = sa::sparse_method::quest; break;
     case SA_SPARSE_VATTENTION: c.method = sa::sparse_method::vattention; break;
+    case SA_SPARSE_ORACLE: c.method = sa::sparse_method::oracle; break;
     default: sa::fail(SA_ERR_INVALID_ARG, "sparse %d is not an SA_SPARSE_* value", p.sparse);
   }
   if (c.method != sa::sparse_method::none && p.memory != SA_MEMORY_FULL)

@@ -119,12 +119,16 @@ uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view&
     return static_cast<uint64_t>(n_keys) * static_cast<uint64_t>(hp_.n_heads);
   }
   uint64_t read = 0;
-  if (c_.method == sparse_method::quest) {
-    quest_pages(q, summaries, pages_capacity, plan);
-    fixed_.resize(static_cast<size_t>(hp_.n_heads));
-    for (int32_t h = 0; h < hp_.n_heads; ++h) {
-      fixed_[static_cast<size_t>(h)].clear();
-      append_page_slots(pages_[static_cast<size_t>(h)], c_.page_size, n_keys, fixed_[static_cast<size_t>(h)]);
+  if (c_.method == sparse_method::quest || c_.method == sparse_method::oracle) {
+    if (c_.method == sparse_method::oracle) {
+      oracle_sets(q, kv, plan, n_keys);
+    } else {
+      quest_pages(q, summaries, pages_capacity, plan);
+      fixed_.resize(static_cast<size_t>(hp_.n_heads));
+      for (int32_t h = 0; h < hp_.n_heads; ++h) {
+        fixed_[static_cast<size_t>(h)].clear();
+        append_page_slots(pages_[static_cast<size_t>(h)], c_.page_size, n_keys, fixed_[static_cast<size_t>(h)]);
+      }
     }
     sets_from(fixed_);
     be_.attention_sets(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, {offsets_, slots_, {}},

@@ -4,6 +4,7 @@
 //
 // Per layer and step, for a row at position n_keys - 1 that sees keys [0, n_keys):
 //   quest       pages = sinks + locals + top pages by the Quest bound;  attention over them
+//   oracle      sinks + locals + the budget's top tokens by exact score (a quality baseline)
 //   vattention  I_f = sinks + locals + top-k (Quest pages, or tokens by exact score: oracle)
 //               (out, lse) = attention over I_f
 //               pilot sample of R = the rest -> scores, |v|^2, partial -> CLT sample size b

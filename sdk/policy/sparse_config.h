@@ -5,7 +5,7 @@
 
 namespace sa {
 
-enum class sparse_method { none, quest, vattention };
+enum class sparse_method { none, quest, vattention, oracle };
 enum class select_granularity { per_head, per_group };  // Quest / ReSA
 enum class topk_source { quest, oracle };               // vAttention's deterministic top-k
 
