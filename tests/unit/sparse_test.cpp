@@ -144,7 +144,7 @@ struct synthetic_head {
         float* key = kh.data() + (g * n + j) * hd;
         float* val = vh.data() + (g * n + j) * hd;
         for (int32_t d = 0; d < hd; ++d) {
-          key[d] = static_cast<float>(sj * std::sqrt(double{hd}) * qg[d] / q2 + noise[static_cast<size_t>(d)] - dot * qg[d] / q2);
+          key[d] = static_cast<float>(sj * std::sqrt(static_cast<double>(hd)) * qg[d] / q2 + noise[static_cast<size_t>(d)] - dot * qg[d] / q2);
           val[d] = static_cast<float>(mean[static_cast<size_t>(d)] + 0.7 * nd(rng));
         }
       }
@@ -271,7 +271,49 @@ TEST_P(vattention_promise, error_above_epsilon_in_at_most_delta_of_heads) {
 }
 
 INSTANTIATE_TEST_SUITE_P(distributions, vattention_promise, ::testing::Values(true, false),
-                         [](const auto& info) { return info.param ? "heavy_tailed" : "flat"; });
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "heavy_tailed" : "flat"; });
+
+TEST(oracle, attends_the_forced_pages_and_the_top_tokens_by_exact_score) {
+  synthetic_head s(700, 1.0, 11);
+  sa::sparse_config c;
+  c.method = sa::sparse_method::oracle;
+  c.dense_layers = 0;
+  c.budget_tokens = 96;  // 6 pages: sink page + local page + 64 top tokens
+  const std::vector<sa::head_stat> st = s.sparse(c);
+  const std::vector<float> out = s.get(s.out);
+  const int32_t hd = s.hp.head_dim;
+  const std::vector<float> qh = [&] {
+    std::vector<float> h(static_cast<size_t>(s.hp.n_heads * hd));
+    s.be->download(*s.q.buf, 0, h.data(), h.size() * sizeof(float));
+    return h;
+  }();
+  std::vector<float> kh(static_cast<size_t>(s.hp.n_kv_heads * 700 * hd)), vh(kh.size());
+  s.be->download(*s.k.buf, 0, kh.data(), kh.size() * sizeof(float));
+  s.be->download(*s.v.buf, 0, vh.data(), vh.size() * sizeof(float));
+  for (int32_t h = 0; h < s.hp.n_heads; ++h) {
+    // Brute force in double: scores, the forced slots, the 64 best others, softmax over them.
+    std::vector<double> sc(700);
+    for (int32_t j = 0; j < 700; ++j) {
+      double d = 0;
+      for (int32_t x = 0; x < hd; ++x) d += double{qh[static_cast<size_t>(h * hd + x)]} * kh[static_cast<size_t>((h * 700 + j) * hd + x)];
+      sc[static_cast<size_t>(j)] = d / std::sqrt(static_cast<double>(hd));
+    }
+    std::vector<int32_t> keep, rest;
+    for (int32_t j = 0; j < 700; ++j) (j < 16 || j >= 688 ? keep : rest).push_back(j);
+    std::stable_sort(rest.begin(), rest.end(), [&](int32_t a, int32_t b) { return sc[static_cast<size_t>(a)] > sc[static_cast<size_t>(b)]; });
+    keep.insert(keep.end(), rest.begin(), rest.begin() + (96 - static_cast<int32_t>(keep.size())));
+    EXPECT_EQ(st[static_cast<size_t>(h)].keys_attended, 96);
+    double m = -INFINITY, l = 0;
+    for (int32_t j : keep) m = std::max(m, sc[static_cast<size_t>(j)]);
+    std::vector<double> o(static_cast<size_t>(hd), 0.0);
+    for (int32_t j : keep) {
+      const double e = std::exp(sc[static_cast<size_t>(j)] - m);
+      l += e;
+      for (int32_t x = 0; x < hd; ++x) o[static_cast<size_t>(x)] += e * vh[static_cast<size_t>((h * 700 + j) * hd + x)];
+    }
+    for (int32_t x = 0; x < hd; ++x) EXPECT_NEAR(out[static_cast<size_t>(h * hd + x)], o[static_cast<size_t>(x)] / l, 1e-4);
+  }
+}
 
 // ---- sessions ------------------------------------------------------------------------------
 
