@@ -4,6 +4,7 @@
 //                           moves) against a concatenating cache that rebuilds [sinks | window |
 //                           new token] on every step, as reference sink caches do
 //   sa-bench memory         KV bytes held against stream length: dense vs cascade sessions
+//   sa-bench sparse         decode tok/s and KV bytes read per step: dense vs query-aware sparsity
 //
 // Timings are wall-clock medians over repetitions on this machine; run with the machine idle.
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "backend/backend.h"
 #include "memory/cascade_index.h"
 #include "sa/sa.h"
+#include "sparse_decode.h"
 
 namespace {
 
@@ -189,15 +191,17 @@ int memory(const std::string& model_path, int threads, long long max_len) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options opts("sa-bench", "Micro-benchmarks: cache-update | memory");
+  cxxopts::Options opts("sa-bench", "Micro-benchmarks: cache-update | memory | sparse");
   // clang-format off
   opts.add_options()
-    ("mode", "cache-update or memory", cxxopts::value<std::string>())
+    ("mode", "cache-update, memory or sparse", cxxopts::value<std::string>())
     ("m,model", "GGUF model (memory mode)", cxxopts::value<std::string>()->default_value(
         SA_MODELS_DIR "/sa-default-q8_0.gguf"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
     ("max-len", "memory mode: longest stream", cxxopts::value<long long>()->default_value("65536"))
     ("reps", "cache-update mode: repetitions", cxxopts::value<int>()->default_value("3"))
+    ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
+    ("steps", "sparse mode: decode steps per method", cxxopts::value<int>()->default_value("64"))
     ("h,help", "print this help");
   // clang-format on
   opts.parse_positional({"mode"});
@@ -217,6 +221,9 @@ int main(int argc, char** argv) {
   if (mode == "memory")
     return memory(args["model"].as<std::string>(), args["threads"].as<int>(),
                   args["max-len"].as<long long>());
+  if (mode == "sparse")
+    return sparse_decode(args["model"].as<std::string>(), args["threads"].as<int>(),
+                         args["lengths"].as<std::vector<int>>(), args["steps"].as<int>());
   std::fprintf(stderr, "sa-bench: unknown mode '%s'\n", mode.c_str());
   return 2;
 }
