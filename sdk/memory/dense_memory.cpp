@@ -49,6 +49,7 @@ void dense_memory::begin(int64_t n, std::vector<int32_t>& positions) {
 
 uint64_t dense_memory::attend(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
                               const tensor& out, const tensor& lse) {
+  if (!slots_.empty() && slots_.front() < saved_extent_) mark_rewritten(slots_.front());
   be_.rope(k, hp_.n_kv_heads, hp_.head_dim, slots_, rope_);
   be_.store_kv(k_[static_cast<size_t>(layer)], capacity_, k, slots_);
   be_.store_kv(v_[static_cast<size_t>(layer)], capacity_, v, slots_);

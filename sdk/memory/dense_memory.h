@@ -3,8 +3,15 @@
 // Per layer, K and V are [n_kv_heads][capacity][head_dim] f32 on the backend; keys are stored
 // after RoPE. Slots [0, size) are valid. A batch writes past `size` and only commit() moves it,
 // so an unfinished batch is forgotten by not committing.
+//
+// Saved state (dense_memory_state.cpp): K and V per layer in pages of k_state_page_tokens
+// slots. A full page is immutable in the store unless one of its slots was written again after
+// it was saved: the memory keeps a dirty-from watermark, the lowest slot written since the last
+// save other than by appending (a write into a slot below the extent of the last save, a reset,
+// or mark_rewritten()), and saves again every full page at or above it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -24,7 +31,10 @@ class dense_memory final : public kv_memory {
   memory_stats stats() const override;
   std::unique_ptr<snapshot> save() const override;
   void restore(const snapshot* s) override;
-  void reset() override { size_ = pending_ = 0; }
+  void reset() override {
+    size_ = pending_ = 0;
+    dirty_from_ = 0;
+  }
 
   int64_t size() const { return size_; }
   int64_t capacity() const { return capacity_; }
@@ -42,6 +52,25 @@ class dense_memory final : public kv_memory {
   std::vector<int32_t> slots_, kv_len_;
   std::vector<buffer_ptr> buffers_;
   std::vector<tensor> k_, v_;
+
+ public:
+  // ---- persistence (dense_memory_state.cpp) ----
+  static constexpr int64_t k_state_page_tokens = 256;
+  // Tells the memory that the K/V of slots [first_slot, size) were replaced in place (ReSA's
+  // rectification rewrites recent tokens), so the next save writes their pages again even
+  // though they were full when last saved. Writes that go through attend() into slots below
+  // the last saved extent are noticed without this call.
+  void mark_rewritten(int64_t first_slot) {
+    dirty_from_ = std::min(dirty_from_, std::max<int64_t>(first_slot, 0));
+  }
+  int64_t dirty_from() const { return dirty_from_; }  // INT64_MAX: nothing rewritten
+  void write_state(state_writer& w) const override;
+  void state_saved() override;
+  void read_state(state_reader& r) override;
+
+ private:
+  int64_t saved_extent_ = 0;  // size_ at the last completed save
+  int64_t dirty_from_ = 0;    // lowest slot written other than by appending since that save
 };
 
 }  // namespace sa

@@ -8,6 +8,7 @@
 // all further work rather than continue from a half-updated cache.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -95,6 +96,19 @@ class session {
   std::string broken_;  // why the session refuses work, or empty
   uint64_t kv_bytes_read_last_ = 0, last_call_tokens_ = 0, n_rectified_ = 0;
   double last_call_ms_ = 0;
+
+ public:
+  // ---- persistence (sdk/store/session_saver.*) ----
+  const session_config& config() const { return config_; }
+  kv_memory& mutable_memory() { return *memory_; }
+  const sampler& sampling() const { return sampler_; }
+  void set_sampler_state(const std::array<uint64_t, 4>& s) { sampler_.set_state(s); }
+  bool usable() const { return broken_.empty(); }
+  // A resumed session: the history and logits that go with the memory restored separately.
+  void restore_history(std::vector<int32_t> tokens, std::vector<float> logits) {
+    tokens_ = std::move(tokens);
+    logits_ = std::move(logits);
+  }
 };
 
 }  // namespace sa
