@@ -4,6 +4,8 @@
 //                           moves) against a concatenating cache that rebuilds [sinks | window |
 //                           new token] on every step, as reference sink caches do
 //   sa-bench memory         KV bytes held against stream length: dense vs cascade sessions
+//   sa-bench store          session store: save and resume time and stored bytes per 1K tokens,
+//                           dense (full) and cascade memory (store_bench.cpp)
 //
 // Timings are wall-clock medians over repetitions on this machine; run with the machine idle.
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "backend/backend.h"
 #include "memory/cascade_index.h"
 #include "sa/sa.h"
+#include "store_bench.h"
 
 namespace {
 
@@ -189,15 +192,15 @@ int memory(const std::string& model_path, int threads, long long max_len) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options opts("sa-bench", "Micro-benchmarks: cache-update | memory");
+  cxxopts::Options opts("sa-bench", "Micro-benchmarks: cache-update | memory | store");
   // clang-format off
   opts.add_options()
-    ("mode", "cache-update or memory", cxxopts::value<std::string>())
+    ("mode", "cache-update, memory or store", cxxopts::value<std::string>())
     ("m,model", "GGUF model (memory mode)", cxxopts::value<std::string>()->default_value(
         SA_MODELS_DIR "/sa-default-q8_0.gguf"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
-    ("max-len", "memory mode: longest stream", cxxopts::value<long long>()->default_value("65536"))
-    ("reps", "cache-update mode: repetitions", cxxopts::value<int>()->default_value("3"))
+    ("max-len", "memory and store modes: longest stream", cxxopts::value<long long>()->default_value("65536"))
+    ("reps", "cache-update and store modes: repetitions", cxxopts::value<int>()->default_value("3"))
     ("h,help", "print this help");
   // clang-format on
   opts.parse_positional({"mode"});
@@ -217,6 +220,10 @@ int main(int argc, char** argv) {
   if (mode == "memory")
     return memory(args["model"].as<std::string>(), args["threads"].as<int>(),
                   args["max-len"].as<long long>());
+  if (mode == "store")
+    return store_bench(args["model"].as<std::string>(), args["threads"].as<int>(),
+                       args.count("max-len") ? args["max-len"].as<long long>() : 8192,
+                       args["reps"].as<int>());
   std::fprintf(stderr, "sa-bench: unknown mode '%s'\n", mode.c_str());
   return 2;
 }
