@@ -141,7 +141,11 @@ void session_store::check_and_migrate(bool may_write) {
     if (!wal.step() || wal.column_text(0) != "wal")
       fail(SA_ERR_STORE, "store '%s': the journal cannot be switched to WAL", db.path().c_str());
   }
-  db.exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON", "configuring the connection");
+  // The WAL file shrinks back to 32 MiB after a checkpoint instead of keeping the size of the
+  // largest save.
+  db.exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; "
+          "PRAGMA journal_size_limit = 33554432",
+          "configuring the connection");
   if (version == k_schema_version) return;
   transaction tx(db, transaction::kind::write);
   // Another connection may have created or upgraded the file since the check above.

@@ -3,7 +3,8 @@
 // File: application_id 0x73615353 ("saSS") marks an sa store; PRAGMA user_version is the schema
 // version, upgraded by forward migrations in one transaction when an older store is opened for
 // writing. Pages of 16 KiB, WAL journal, synchronous FULL (a save reported as done survives a
-// power cut), incremental auto-vacuum (space of deleted sessions is returned).
+// power cut), incremental auto-vacuum (space of deleted sessions is returned), the WAL file
+// trimmed to 32 MiB after checkpoints; SQLite removes it when the last connection closes.
 //
 // Schema (version 1):
 //   sessions(id INTEGER PRIMARY KEY, name TEXT UNIQUE, model_fingerprint, model_name, memory,
