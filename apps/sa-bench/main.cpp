@@ -5,6 +5,8 @@
 //                           new token] on every step, as reference sink caches do
 //   sa-bench memory         KV bytes held against stream length: dense vs cascade sessions
 //   sa-bench sparse         decode tok/s and KV bytes read per step: dense vs query-aware sparsity
+//   sa-bench store          session store: save and resume time and stored bytes per 1K tokens,
+//                           dense (full) and cascade memory (store_bench.cpp)
 //
 // Timings are wall-clock medians over repetitions on this machine; run with the machine idle.
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "memory/cascade_index.h"
 #include "sa/sa.h"
 #include "sparse_decode.h"
+#include "store_bench.h"
 
 namespace {
 
@@ -191,15 +194,15 @@ int memory(const std::string& model_path, int threads, long long max_len) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options opts("sa-bench", "Micro-benchmarks: cache-update | memory | sparse");
+  cxxopts::Options opts("sa-bench", "Micro-benchmarks: cache-update | memory | sparse | store");
   // clang-format off
   opts.add_options()
-    ("mode", "cache-update, memory or sparse", cxxopts::value<std::string>())
-    ("m,model", "GGUF model (memory mode)", cxxopts::value<std::string>()->default_value(
+    ("mode", "cache-update, memory, sparse or store", cxxopts::value<std::string>())
+    ("m,model", "GGUF model (memory, sparse and store modes)", cxxopts::value<std::string>()->default_value(
         SA_MODELS_DIR "/sa-default-q8_0.gguf"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
-    ("max-len", "memory mode: longest stream", cxxopts::value<long long>()->default_value("65536"))
-    ("reps", "cache-update mode: repetitions", cxxopts::value<int>()->default_value("3"))
+    ("max-len", "memory and store modes: longest stream", cxxopts::value<long long>()->default_value("65536"))
+    ("reps", "cache-update and store modes: repetitions", cxxopts::value<int>()->default_value("3"))
     ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
     ("steps", "sparse mode: decode steps per method", cxxopts::value<int>()->default_value("64"))
     ("h,help", "print this help");
@@ -224,6 +227,10 @@ int main(int argc, char** argv) {
   if (mode == "sparse")
     return sparse_decode(args["model"].as<std::string>(), args["threads"].as<int>(),
                          args["lengths"].as<std::vector<int>>(), args["steps"].as<int>());
+  if (mode == "store")
+    return store_bench(args["model"].as<std::string>(), args["threads"].as<int>(),
+                       args.count("max-len") ? args["max-len"].as<long long>() : 8192,
+                       args["reps"].as<int>());
   std::fprintf(stderr, "sa-bench: unknown mode '%s'\n", mode.c_str());
   return 2;
 }

@@ -8,6 +8,8 @@
 //
 //   sa-passkey                          streaming vs cascade, lengths doubling from the cache
 //   sa-passkey --compare --max-len 65536 --plot passkey.png
+//   sa-passkey --store passkey.db       every prompt's session is saved after the prefill and
+//                                       the answer comes from the session resumed from the file
 //
 // Uses only the public C API (sa.h).
 #include <algorithm>
@@ -132,6 +134,11 @@ int main(int argc, char** argv) {
     ("trials", "prompts per (length, depth bin)", cxxopts::value<int>()->default_value("2"))
     ("seed", "seed of the prompts", cxxopts::value<uint64_t>()->default_value("1"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
+    ("store", "session store: save each prompt's session after its prefill and answer from the "
+        "session resumed from this file (sessions of the same ids are replaced)",
+        cxxopts::value<std::string>()->default_value(""))
+    ("session", "session id prefix in --store (id = PREFIX-MEMORY-LENGTH)",
+        cxxopts::value<std::string>()->default_value("passkey"))
     ("json", "write one record per (method, length, depth bin) to FILE",
         cxxopts::value<std::string>())
     ("plot", "write an accuracy heatmap PNG (length x depth, one panel per memory)",
@@ -199,6 +206,10 @@ int main(int argc, char** argv) {
       if (m != "dense" || L <= dense_max) prog.total += static_cast<uint64_t>(L) * bins * trials;
   std::map<std::tuple<std::string, long long, int>, cell> cells;
 
+  const std::string store = args["store"].as<std::string>();
+  std::string session_id;
+  sa_session_params stored_params;
+  sa_session_params_init(&stored_params);
   for (const std::string& method : methods) {
     // Every memory sees the same prompts: the generator restarts per memory.
     std::mt19937_64 rng(args["seed"].as<uint64_t>());
@@ -222,6 +233,13 @@ int main(int argc, char** argv) {
                                : red == "max"    ? SA_CASCADE_REDUCE_MAX
                                                  : -1;
         sp.cascade_homogeneous = args.count("homogeneous") ? 1 : 0;
+        if (!store.empty()) {
+          session_id = args["session"].as<std::string>() + "-" + method + "-" + std::to_string(L);
+          sa_store_delete(store.c_str(), session_id.c_str());  // absent is fine
+          sp.store_path = store.c_str();
+          sp.session_id = session_id.c_str();
+        }
+        stored_params = sp;
         if (sa_session_create(model, &sp, &s) != SA_OK) {
           std::fprintf(stderr, "\nsa-passkey: %s: %s\n", method.c_str(), sa_last_error());
           return 1;
@@ -252,7 +270,23 @@ int main(int argc, char** argv) {
             return 1;
           }
           sa_status st = SA_OK;
-          std::string out = answer(s, model, &st);
+          std::string out;
+          if (store.empty()) {
+            out = answer(s, model, &st);
+          } else {  // through the store: save, resume, answer from the resumed session
+            sa_session* r = nullptr;
+            if (sa_session_save(s) != SA_OK) {
+              std::fprintf(stderr, "\nsa-passkey: save: %s\n", sa_session_errmsg(s));
+              return 1;
+            }
+            if (sa_session_resume(model, &stored_params, &r) != SA_OK) {
+              std::fprintf(stderr, "\nsa-passkey: resume: %s\n", sa_last_error());
+              return 1;
+            }
+            out = answer(r, model, &st);
+            if (st != SA_OK) std::fprintf(stderr, "\nsa-passkey: %s\n", sa_session_errmsg(r));
+            sa_session_destroy(r);
+          }
           if (st != SA_OK) {
             std::fprintf(stderr, "\nsa-passkey: decode: %s\n", sa_session_errmsg(s));
             return 1;

@@ -1,6 +1,7 @@
 // sa-run: load a GGUF model, print what it is, run a prompt and stream the continuation.
 //
 //   sa-run --model models/sa-default-q8_0.gguf --prompt "Once upon a time" -n 64
+//   sa-run --store chats.db --session story -p "Once upon a time"   # saved; run again to go on
 //
 // Uses only the public C API (sa.h).
 #include <chrono>
@@ -50,6 +51,13 @@ int main(int argc, char** argv) {
     ("b,batch", "prefill chunk in tokens", cxxopts::value<int>()->default_value("256"))
     ("special", "parse special-token text in the prompt and print control tokens")
     ("no-bos", "do not add the beginning-of-sequence token")
+    ("store", "session store file: resume --session from it if saved, save it there at the end",
+        cxxopts::value<std::string>()->default_value(""))
+    ("session", "session id in --store", cxxopts::value<std::string>()->default_value("default"))
+    ("memory", "KV memory of a new session: dense, streaming or cascade",
+        cxxopts::value<std::string>()->default_value("dense"))
+    ("cache", "streaming/cascade cache size in tokens, sinks included; 0 = trained context",
+        cxxopts::value<int>()->default_value("0"))
     ("h,help", "print this help");
   // clang-format on
   cxxopts::ParseResult args;
@@ -84,13 +92,37 @@ int main(int argc, char** argv) {
   sp.top_k = args["top-k"].as<int>();
   sp.top_p = args["top-p"].as<float>();
   sp.seed = args["seed"].as<uint64_t>();
+  const std::string memory = args["memory"].as<std::string>();
+  sp.memory = memory == "dense"       ? SA_MEMORY_DENSE
+              : memory == "streaming" ? SA_MEMORY_STREAMING
+              : memory == "cascade"   ? SA_MEMORY_CASCADE
+                                      : -1;
+  sp.cache_tokens = args["cache"].as<int>();
+  const std::string store = args["store"].as<std::string>();
+  const std::string session_id = args["session"].as<std::string>();
+  if (!store.empty()) {
+    sp.store_path = store.c_str();
+    sp.session_id = session_id.c_str();
+  }
   sa_session* session = nullptr;
-  if (sa_session_create(model, &sp, &session) != SA_OK) {
+  size_t resumed = 0;
+  // A stored session is resumed (its settings are the stored ones); otherwise a new one starts.
+  sa_status created = store.empty() ? SA_ERR_INVALID_ARG : sa_session_resume(model, &sp, &session);
+  if (created == SA_OK) {
+    const int32_t* history = nullptr;
+    sa_session_tokens(session, &history, &resumed);
+    std::fprintf(stderr, "resumed session '%s' from %s: %zu tokens\n", session_id.c_str(),
+                 store.c_str(), resumed);
+  } else if (created == SA_ERR_INVALID_ARG) {
+    created = sa_session_create(model, &sp, &session);
+  }
+  if (created != SA_OK) {
     sa_model_destroy(model);
     return die("session");
   }
 
-  uint32_t flags = (args.count("no-bos") ? 0u : SA_TOKENIZE_ADD_SPECIAL) |
+  // A resumed conversation already began with BOS.
+  uint32_t flags = (args.count("no-bos") || resumed > 0 ? 0u : SA_TOKENIZE_ADD_SPECIAL) |
                    (special ? SA_TOKENIZE_PARSE_SPECIAL : 0u);
   size_t n = 0;
   sa_tokenize(model, prompt.data(), prompt.size(), flags, nullptr, 0, &n);
@@ -141,6 +173,21 @@ int main(int argc, char** argv) {
                tokens.size(), prefill_s, static_cast<double>(tokens.size()) / prefill_s, generated,
                decode_s, generated > 0 ? (generated - 1) / decode_s : 0.0);
 
+  if (!store.empty() && (st == SA_OK || st == SA_DONE)) {
+    // The last token shown joins the history, so a later run continues after it.
+    if (generated > 0 && sa_decode_step(session, tok, nullptr) != SA_OK)
+      std::fprintf(stderr, "sa-run: %s\n", sa_session_errmsg(session));
+    if (sa_session_save(session) != SA_OK) {
+      std::fprintf(stderr, "sa-run: save: %s\n", sa_session_errmsg(session));
+      st = SA_ERR_STORE;
+    } else {
+      const int32_t* history = nullptr;
+      size_t n_history = 0;
+      sa_session_tokens(session, &history, &n_history);
+      std::fprintf(stderr, "saved session '%s' to %s: %zu tokens\n", session_id.c_str(),
+                   store.c_str(), n_history);
+    }
+  }
   sa_detokenizer_destroy(detok);
   sa_session_destroy(session);
   sa_model_destroy(model);

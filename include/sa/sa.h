@@ -355,6 +355,11 @@ typedef struct sa_session_params {
   int32_t check_error;   /* 1: every sparse head also runs dense attention and records its
                             relative error (sa_session_head_stats); a diagnostic that costs a
                             dense pass. Default 0 */
+  /* Session store (see "Session store" below); the strings are copied. */
+  const char *store_path; /* SQLite file the session is saved in; NULL (default): none */
+  const char *session_id; /* the session's name in that file (1..1024 bytes); NULL (default) */
+  int32_t autosave;       /* SA_AUTOSAVE_*; default SA_AUTOSAVE_OFF. Needs store_path and
+                             session_id */
 } sa_session_params;
 
 /* sa_session_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
@@ -484,6 +489,113 @@ typedef struct sa_head_stat {
 */
 SA_API sa_status sa_session_head_stats(const sa_session *session, sa_head_stat *out,
                                        size_t capacity, size_t *out_n);
+
+/* ========================================================================================
+** Session store
+**
+** Sessions survive restarts in a session store: one SQLite file (the system's libsqlite3)
+** that holds many sessions by name. A saved session is its settings, token history, sampler
+** state, current logits and the whole state of its KV memory (dense K/V pages; the cascade's
+** slots, EMA scores, positions and ring pointers). A resumed session continues exactly where
+** the saved one was: on the CPU its next logits, and every later step, are bitwise identical
+** to those of the session that never stopped.
+**
+**   - Every save is one transaction. If the process dies, or the disk fills, in the middle of a
+**     save, the store still opens and holds the previous save intact.
+**   - Saves are incremental: full pages of dense K/V and of the token history are written once;
+**     later saves write what is new plus the mutable tail (the whole cascade cache is mutable).
+**   - Every stored chunk carries a checksum that resuming verifies; resuming refuses a session
+**     saved with another model (a fingerprint of the GGUF metadata and tensor table), a store
+**     written by a newer version of sa, a file that is not an sa store, and corrupt data.
+**     Store failures are SA_ERR_STORE with a message saying which of these it was.
+**   - Threading: a session saves through its own connection, so different sessions may save
+**     into the same file from different threads or processes at once (writers wait for each
+**     other up to a minute). The file must be on a local file system (SQLite's WAL mode).
+**   - Storage cost: about 2 x n_layers x n_kv_heads x head_dim x 4 bytes per token held for the
+**     dense memory; a constant size for the cascade and streaming memories.
+*/
+
+/* When a session with a store saves by itself (sa_session_params.autosave). */
+#define SA_AUTOSAVE_OFF     0 /* only sa_session_save() saves */
+#define SA_AUTOSAVE_PREFILL 1 /* after every successful sa_prefill() */
+#define SA_AUTOSAVE_ALWAYS  2 /* after every successful sa_prefill() and sa_decode_step() */
+
+/*
+** sa_session_save — save the session into its store (params.store_path, under
+** params.session_id), creating the file when absent.
+**
+** The stored session becomes exactly this session; an earlier save under the same id is
+** replaced. ^A session only replaces a stored session it saved itself or was resumed from: a
+** new session whose id names an existing stored session gets SA_ERR_STORE (resume it, delete
+** it with sa_store_delete(), or choose another id).
+** Returns SA_OK; SA_ERR_MISUSE (bad handle, no store_path/session_id, or the session is
+** unusable after a failed step); SA_ERR_STORE (the file cannot be created or written — a
+** read-only directory, a full disk —, is not an sa store, or the id is taken; the message says
+** which). ^On failure the store keeps the previous save and the session is unchanged.
+** Threading: the session's thread; saves of different sessions may run concurrently.
+**
+** With autosave, sa_prefill() (and with SA_AUTOSAVE_ALWAYS also sa_decode_step()) saves after
+** it succeeded. ^If that save fails, the call returns SA_ERR_STORE although its tokens WERE
+** appended (the one exception to "a failed call changes nothing"): the session is fine, the
+** store holds the previous save, and a later save may succeed.
+*/
+SA_API sa_status sa_session_save(sa_session *session);
+
+/*
+** sa_session_resume — re-create a session saved in a store.
+**
+** [in]  model        the model the session was saved with; not NULL.
+** [in]  params       not NULL; store_path and session_id name the stored session. backend,
+**                    n_threads, store_path, session_id and autosave are taken from params;
+**                    every other setting (memory kind and sizes, n_ctx, n_batch, sparsity,
+**                    sampling) is the stored session's, and params' values for them are
+**                    ignored.
+** [out] out_session  receives the session on SA_OK, NULL otherwise; not NULL.
+** Returns SA_OK; SA_ERR_INVALID_ARG (NULL arguments, no file at store_path, or no session
+** named session_id in it); SA_ERR_STORE (not an SQLite file, another application's database,
+** a newer store schema or state format, saved with a different model, corrupt data: the
+** message says which and names the blob and chunk); SA_ERR_MISUSE (bad model handle);
+** SA_ERR_UNSUPPORTED (backend); SA_ERR_NOMEM.
+** A store in a read-only directory can be resumed from (later saves then fail).
+** Threading: any thread. Ownership: as sa_session_create().
+*/
+SA_API sa_status sa_session_resume(sa_model *model, const sa_session_params *params,
+                                   sa_session **out_session);
+
+/* One stored session, as sa_store_list() reports it. */
+typedef struct sa_stored_session {
+  uint32_t struct_size;       /* sizeof the library's struct; read only fields within it */
+  const char *session_id;     /* valid during the callback only */
+  const char *model_name;     /* general.name of the model it was saved with; callback only */
+  uint64_t model_fingerprint; /* fingerprint of that model's GGUF metadata and tensor table */
+  int32_t memory;             /* SA_MEMORY_* */
+  uint64_t n_tokens;          /* tokens in its history */
+  uint64_t bytes;             /* bytes of state stored (before SQLite's own overhead) */
+  int64_t created;            /* Unix time of the first save, seconds */
+  int64_t updated;            /* Unix time of the last save, seconds */
+} sa_stored_session;
+
+/* Called once per stored session; return 0 to go on, anything else to stop listing. */
+typedef int32_t (*sa_store_list_fn)(const sa_stored_session *session, void *user_data);
+
+/*
+** sa_store_list — list the sessions of a store, most recently saved first.
+**
+** [in] path      the store file; not NULL. A path where no file exists holds no sessions.
+** [in] callback  not NULL; called on the calling thread before sa_store_list returns.
+** Returns SA_OK (also when the callback stopped early); SA_ERR_INVALID_ARG (NULL arguments);
+** SA_ERR_STORE (not an sa store, newer schema, corrupt). Threading: any thread.
+*/
+SA_API sa_status sa_store_list(const char *path, sa_store_list_fn callback, void *user_data);
+
+/*
+** sa_store_delete — remove a stored session and return its space to the file system.
+**
+** Returns SA_OK; SA_ERR_INVALID_ARG (NULL arguments, no such file or session); SA_ERR_STORE
+** (read-only, not an sa store, newer schema, corrupt). A live session saved under that id
+** keeps working; its next save stores it anew. Threading: any thread.
+*/
+SA_API sa_status sa_store_delete(const char *path, const char *session_id);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -165,11 +165,12 @@ sa_status sa_session_create(sa_model* model, const sa_session_params* params,
     require_live(model, "model");
     sa_session_params defaults;
     sa_session_params_init(&defaults);
-    const sa::session_config c =
-        to_config(sa::api::read_params(params, defaults, "sa_session_params"));
+    const sa_session_params p = sa::api::read_params(params, defaults, "sa_session_params");
+    const sa::session_config c = to_config(p);
     auto s = std::make_unique<sa_session>();
     s->model = model->impl;
     s->impl = std::make_unique<sa::session>(model->impl, c);
+    sa::api::attach_store(*s, p);
     registry<sa_session>::add(s.get());
     *out_session = s.release();
   });
@@ -194,6 +195,7 @@ sa_status sa_prefill(sa_session* session, const int32_t* tokens, size_t n_tokens
     if (progress)
       cb = [&](size_t done, size_t total) { return progress(done, total, user_data) == 0; };
     s.prefill(std::span<const int32_t>(tokens, n_tokens), cb);
+    sa::api::autosave(*session, false);
   });
 }
 
@@ -211,6 +213,7 @@ sa_status sa_decode_step(sa_session* session, int32_t token_in, int32_t* out_tok
   const sa_status st = on_session(session, [&](sa::session& s) {
     s.decode(token_in);
     if (out_token) token = s.sample();
+    sa::api::autosave(*session, true);  // after sampling: the saved sampler state is current
   });
   if (st != SA_OK || !out_token) return st;
   return sampled(session, token, out_token);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "sa/sa.h"
 #include "session/session.h"
+#include "store/session_saver.h"
 #include "tokenizer/tokenizer.h"
 
 struct sa_model {
@@ -22,6 +23,8 @@ struct sa_session {
   std::shared_ptr<const sa::model> model;  // keeps the weights alive
   std::unique_ptr<sa::session> impl;
   std::string errmsg;
+  std::unique_ptr<sa::store::session_saver> saver;  // null without a store
+  int32_t autosave = SA_AUTOSAVE_OFF;
 };
 
 struct sa_detokenizer {
@@ -124,6 +127,12 @@ void write_info(P* out, P filled, const char* what) {
   filled.struct_size = size;
   std::memcpy(out, &filled, size < sizeof(P) ? size : sizeof(P));
 }
+
+// Session store hooks (api_store.cpp). attach_store binds a new session to the store its params
+// name (nothing without store_path and session_id); autosave saves after a successful prefill
+// (decode = false) or decode step when the session's autosave setting asks for it.
+void attach_store(sa_session& s, const sa_session_params& p);
+void autosave(sa_session& s, bool decode);
 
 // Copies bytes to a caller buffer; SA_ERR_BUFFER_TOO_SMALL (with *out_len) when they don't fit.
 void copy_out(const std::string& bytes, char* buf, size_t capacity, size_t* out_len,

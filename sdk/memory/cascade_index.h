@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "memory/memory_state.h"
+
 namespace sa {
 
 enum class cascade_reduction { max, mean, median };
@@ -113,6 +115,15 @@ class cascade_index {
   std::vector<int32_t> touched_;
   // One token's route through the sub-caches: evicting slots, then one final action.
   std::vector<int32_t> route_;
+
+ public:
+  // ---- persistence (cascade_index_state.cpp) ----
+  // The state after the last push: i64 seen, i32 held, i32 stored[C], i32 start[C],
+  // f32 score[n_streams][n_slots], i64 orig[n_streams][n_slots]. Push scratch is not state.
+  void write_state(byte_packer& out) const;
+  // Replaces the state with one write_state() produced for the same config and stream count;
+  // throws SA_ERR_STORE (naming `what`) when the bytes are inconsistent. Unchanged on failure.
+  void read_state(byte_unpacker& in, const std::string& what);
 };
 
 // Reduces per-query-head values over a GQA group of n >= 1 heads. median is the lower median

@@ -12,6 +12,9 @@
 // compact key buffer; values are read in place. The attention mass every key receives, weighted
 // (1-b) b^(n-1-r) over the batch rows r and reduced over each GQA group (max, mean or median;
 // or over all heads when homogeneous), updates the fp32 EMA scores before the batch is pushed.
+//
+// Saved state (cascade_memory_state.cpp): per layer the index (ring pointers, scores, original
+// indices) and the K/V of the slot rows; staging rows and the rotated-key buffer are scratch.
 #pragma once
 
 #include <vector>
@@ -68,6 +71,11 @@ class cascade_memory final : public kv_memory {
   std::vector<float> mass_host_, inc_, init_, reduce_buf_;
   std::vector<cascade_index::move> moves_;
   std::vector<row_move> row_moves_;
+
+ public:
+  // ---- persistence (cascade_memory_state.cpp): the whole bounded state, mutable blobs ----
+  void write_state(state_writer& w) const override;
+  void read_state(state_reader& r) override;
 };
 
 }  // namespace sa

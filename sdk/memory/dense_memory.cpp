@@ -70,6 +70,7 @@ void dense_memory::begin(int64_t n, std::vector<int32_t>& positions) {
 
 uint64_t dense_memory::attend(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
                               const tensor& out, const tensor& lse) {
+  if (!slots_.empty() && slots_.front() < saved_extent_) mark_rewritten(slots_.front());
   const size_t l = static_cast<size_t>(layer);
   be_.rope(k, hp_.n_kv_heads, hp_.head_dim, slots_, rope_);
   be_.store_kv(k_[l], capacity_, k, slots_);
@@ -103,6 +104,7 @@ void dense_memory::reset() {
   rewrite_from_ = rewriting_ = -1;
   decode_step_ = step_is_decode_ = false;
   head_stats_.clear();
+  dirty_from_ = 0;
 }
 
 memory_stats dense_memory::stats() const {

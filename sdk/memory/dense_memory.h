@@ -8,8 +8,15 @@
 // (page_summaries) follow every write, and a batch marked as a decode step attends through
 // sparse_attention. A batch may also rewrite slots already held (ReSA's rectification): it runs
 // densely over the slots before it and replaces their K/V without growing the memory.
+//
+// Saved state (dense_memory_state.cpp): K and V per layer in pages of k_state_page_tokens
+// slots. A full page is immutable in the store unless one of its slots was written again after
+// it was saved: the memory keeps a dirty-from watermark, the lowest slot written since the last
+// save other than by appending (a write into a slot below the extent of the last save, a reset,
+// or mark_rewritten()), and saves again every full page at or above it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -64,6 +71,25 @@ class dense_memory final : public kv_memory {
   std::vector<head_stat> head_stats_;
   bool decode_step_ = false, step_is_decode_ = false;
   int64_t rewrite_from_ = -1, rewriting_ = -1;
+
+ public:
+  // ---- persistence (dense_memory_state.cpp) ----
+  static constexpr int64_t k_state_page_tokens = 256;
+  // Tells the memory that the K/V of slots [first_slot, size) were replaced in place (ReSA's
+  // rectification rewrites recent tokens), so the next save writes their pages again even
+  // though they were full when last saved. Writes that go through attend() into slots below
+  // the last saved extent are noticed without this call.
+  void mark_rewritten(int64_t first_slot) {
+    dirty_from_ = std::min(dirty_from_, std::max<int64_t>(first_slot, 0));
+  }
+  int64_t dirty_from() const { return dirty_from_; }  // INT64_MAX: nothing rewritten
+  void write_state(state_writer& w) const override;
+  void state_saved() override;
+  void read_state(state_reader& r) override;
+
+ private:
+  int64_t saved_extent_ = 0;  // size_ at the last completed save
+  int64_t dirty_from_ = 0;    // lowest slot written other than by appending since that save
 };
 
 }  // namespace sa

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "memory/memory_state.h"
 #include "model/hparams.h"
 
 namespace sa {
@@ -64,6 +65,24 @@ class kv_memory {
   virtual const std::vector<head_stat>& head_stats() const {
     static const std::vector<head_stat> none;
     return none;
+  }
+
+  // ---- persistence (memory_state.h; used by the session store) ----
+  // Describes the committed state as named blobs (a batch in progress is never part of it).
+  // Does not change the memory: the store calls state_saved() once the save has committed.
+  virtual void write_state(state_writer& w) const {
+    (void)w;
+    fail(SA_ERR_UNSUPPORTED, "this memory cannot be saved");
+  }
+  // The store committed what write_state() described: immutable blobs written so far are now
+  // in the store (a memory that skips unchanged blobs moves its watermarks here).
+  virtual void state_saved() {}
+  // Replaces the state with the one write_state() described (the memory was constructed with
+  // the same configuration). Throws SA_ERR_STORE naming the blob when the state is missing,
+  // corrupt or does not fit this memory; on failure the memory is reset.
+  virtual void read_state(state_reader& r) {
+    (void)r;
+    fail(SA_ERR_UNSUPPORTED, "this memory cannot be restored");
   }
 };
 

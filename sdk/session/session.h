@@ -8,6 +8,7 @@
 // all further work rather than continue from a half-updated cache.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -99,6 +100,25 @@ class session {
   dense_memory* full_ = nullptr;  // the memory, when it does query-aware sparsity
   uint64_t unrectified_ = 0;      // sparse decode steps since the last rectification
   double last_call_ms_ = 0;
+
+ public:
+  // ---- persistence (sdk/store/session_saver.*) ----
+  const session_config& config() const { return config_; }
+  kv_memory& mutable_memory() { return *memory_; }
+  const sampler& sampling() const { return sampler_; }
+  void set_sampler_state(const std::array<uint64_t, 4>& s) { sampler_.set_state(s); }
+  // ReSA's counters: sparse decode steps not yet rectified, tokens rectified so far.
+  std::array<uint64_t, 2> rectify_state() const { return {unrectified_, n_rectified_}; }
+  void set_rectify_state(const std::array<uint64_t, 2>& r) {
+    unrectified_ = r[0];
+    n_rectified_ = r[1];
+  }
+  bool usable() const { return broken_.empty(); }
+  // A resumed session: the history and logits that go with the memory restored separately.
+  void restore_history(std::vector<int32_t> tokens, std::vector<float> logits) {
+    tokens_ = std::move(tokens);
+    logits_ = std::move(logits);
+  }
 };
 
 }  // namespace sa

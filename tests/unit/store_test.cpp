@@ -1,0 +1,895 @@
+// The session store: resumed sessions continue bitwise-identically to sessions that never
+// stopped; saves are atomic under SIGKILL; bad files, full disks, read-only directories and
+// other models give SA_ERR_STORE and lose nothing saved; sessions save from several threads.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/handles.h"
+#include "memory/dense_memory.h"
+#include "sa/sa.h"
+#include "test_util.h"
+#include "tiny_model.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<int32_t> stream(size_t n, uint32_t seed) {
+  std::vector<int32_t> t;
+  uint32_t x = seed;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>((x >> 8) % 261));  // plain tokens, no control tokens
+  }
+  return t;
+}
+
+std::vector<float> logits_of(const sa_session* s) {
+  int32_t n = 0;
+  const float* p = sa_session_logits(s, &n);
+  return p ? std::vector<float>(p, p + n) : std::vector<float>();
+}
+
+// Bitwise equality (also for NaN payloads and signed zeros).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<int32_t> tokens_of(const sa_session* s) {
+  const int32_t* t = nullptr;
+  size_t n = 0;
+  EXPECT_EQ(sa_session_tokens(s, &t, &n), SA_OK);
+  return std::vector<int32_t>(t, t + n);
+}
+
+void remove_store(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+}
+
+// A memory configuration to test resume with: one line each.
+struct config_case {
+  const char* name;
+  std::function<void(sa_session_params&)> set;
+};
+
+const std::vector<config_case>& configs() {
+  static const std::vector<config_case> all = {
+      {"dense", [](sa_session_params& p) { p.memory = SA_MEMORY_DENSE; p.n_ctx = 2048; }},
+      {"dense_sampled",
+       [](sa_session_params& p) {
+         p.memory = SA_MEMORY_DENSE;
+         p.n_ctx = 2048;
+         p.temperature = 0.9f;
+         p.top_k = 50;
+         p.top_p = 0.95f;
+         p.seed = 1234;
+       }},
+      {"cascade",
+       [](sa_session_params& p) {
+         p.memory = SA_MEMORY_CASCADE;
+         p.n_sinks = 4;
+         p.cache_tokens = 4 + 4 * 24;
+         p.n_cascades = 4;
+         p.n_batch = 7;
+       }},
+      {"cascade_sampled",
+       [](sa_session_params& p) {
+         p.memory = SA_MEMORY_CASCADE;
+         p.n_sinks = 8;
+         p.cache_tokens = 8 + 3 * 20;
+         p.n_cascades = 3;
+         p.n_batch = 16;
+         p.cascade_reduction = SA_CASCADE_REDUCE_MEAN;
+         p.temperature = 0.7f;
+         p.seed = 99;
+       }},
+      {"streaming",
+       [](sa_session_params& p) {
+         p.memory = SA_MEMORY_STREAMING;
+         p.n_sinks = 4;
+         p.cache_tokens = 4 + 40;
+         p.n_batch = 5;
+       }},
+      {"full_quest",
+       [](sa_session_params& p) {
+         p.memory = SA_MEMORY_FULL;
+         p.sparse = SA_SPARSE_QUEST;
+         p.budget_tokens = 64;
+         p.dense_layers = 0;
+       }},
+      // 20 sparse steps before the save: two rectifications done, four steps pending, so the
+      // resumed session must rectify after its fourth step as the uninterrupted one does.
+      {"full_quest_resa",
+       [](sa_session_params& p) {
+         p.memory = SA_MEMORY_FULL;
+         p.sparse = SA_SPARSE_QUEST;
+         p.select_granularity = SA_SELECT_PER_GROUP;
+         p.budget_tokens = 64;
+         p.dense_layers = 0;
+         p.rectify_every = 8;
+       }},
+      {"full_vattention_sampled",
+       [](sa_session_params& p) {
+         p.memory = SA_MEMORY_FULL;
+         p.sparse = SA_SPARSE_VATTENTION;
+         p.budget_tokens = 48;
+         p.dense_layers = 1;
+         p.vatt_epsilon = 0.3f;
+         p.temperature = 0.8f;
+         p.seed = 77;
+       }},
+  };
+  return all;
+}
+
+class store : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_path_ = new std::string(sa_test::temp_path("store.gguf"));
+    sa_test::tiny_model_options o;
+    o.n_ctx_train = 4096;
+    sa_test::write_tiny_model(*model_path_, o);
+    ASSERT_EQ(sa_model_load(model_path_->c_str(), nullptr, &model_), SA_OK) << sa_last_error();
+  }
+  static void TearDownTestSuite() {
+    sa_model_destroy(model_);
+    std::remove(model_path_->c_str());
+    delete model_path_;
+  }
+  void SetUp() override { db_ = sa_test::temp_path("sessions.db"); }
+  void TearDown() override { remove_store(db_); }
+
+  sa_session_params params(const char* id, const std::function<void(sa_session_params&)>& set =
+                                               nullptr) const {
+    sa_session_params p;
+    sa_session_params_init(&p);
+    p.n_threads = 2;
+    p.n_ctx = 2048;
+    if (set) set(p);
+    p.store_path = db_.c_str();
+    p.session_id = id;
+    return p;
+  }
+  sa_session* create(const sa_session_params& p) const {
+    sa_session* s = nullptr;
+    EXPECT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+    return s;
+  }
+  sa_status resume(const char* id, sa_session** out, sa_model* m = nullptr) const {
+    sa_session_params p = params(id);
+    return sa_session_resume(m ? m : model_, &p, out);
+  }
+  // A small dense session saved under `id`, destroyed again (so the WAL is checkpointed).
+  std::vector<float> saved_session(const char* id, size_t n_tokens = 300) {
+    sa_session* s = create(params(id));
+    const std::vector<int32_t> t = stream(n_tokens, 5);
+    EXPECT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+    EXPECT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+    std::vector<float> l = logits_of(s);
+    sa_session_destroy(s);
+    return l;
+  }
+  // Resuming fails with `status` and a message containing `words`.
+  void expect_resume_fails(sa_status status, const std::string& words) {
+    sa_session* s = nullptr;
+    EXPECT_EQ(resume("chat", &s), status) << sa_last_error();
+    EXPECT_EQ(s, nullptr);
+    EXPECT_NE(std::string(sa_last_error()).find(words), std::string::npos) << sa_last_error();
+  }
+
+  static std::string* model_path_;
+  static sa_model* model_;
+  std::string db_;
+};
+
+std::string* store::model_path_ = nullptr;
+sa_model* store::model_ = nullptr;
+
+// ---- resume gives the uninterrupted session's logits, bitwise ----------------------------
+
+class store_resume : public store, public ::testing::WithParamInterface<config_case> {};
+
+TEST_P(store_resume, continues_bitwise_like_the_uninterrupted_session) {
+  const config_case& c = GetParam();
+  sa_session* a = create(params("s", c.set));
+  // Long enough for several dense pages (256 tokens) and many cascade evictions.
+  const std::vector<int32_t> prompt = stream(700, 11);
+  ASSERT_EQ(sa_prefill(a, prompt.data(), 500, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(a), SA_OK) << sa_session_errmsg(a);
+  // More tokens, a few sampled steps, then an incremental save.
+  ASSERT_EQ(sa_prefill(a, prompt.data() + 500, 200, nullptr, nullptr), SA_OK);
+  int32_t t = -1;
+  sa_status st = sa_sample(a, &t);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(st == SA_OK || st == SA_DONE);
+    st = sa_decode_step(a, t, &t);
+  }
+  ASSERT_EQ(sa_session_save(a), SA_OK) << sa_session_errmsg(a);
+  const std::vector<float> saved_logits = logits_of(a);
+  const std::vector<int32_t> saved_tokens = tokens_of(a);
+  const int32_t pending = t;  // sampled, not yet appended
+
+  // The uninterrupted session goes on: sample, append, record.
+  std::vector<std::vector<float>> ref_logits;
+  std::vector<int32_t> ref_tokens;
+  int32_t u = pending;
+  for (int i = 0; i < 12; ++i) {
+    sa_decode_step(a, u, &u);
+    ref_logits.push_back(logits_of(a));
+    ref_tokens.push_back(u);
+  }
+  sa_session_destroy(a);
+
+  sa_session* b = nullptr;
+  ASSERT_EQ(resume("s", &b), SA_OK) << sa_last_error();
+  EXPECT_TRUE(same_bits(logits_of(b), saved_logits)) << "logits right after resume differ";
+  EXPECT_EQ(tokens_of(b), saved_tokens);
+  int32_t v = pending;
+  for (int i = 0; i < 12; ++i) {
+    sa_decode_step(b, v, &v);
+    ASSERT_TRUE(same_bits(logits_of(b), ref_logits[static_cast<size_t>(i)]))
+        << c.name << ": logits of step " << i << " after resume differ";
+    ASSERT_EQ(v, ref_tokens[static_cast<size_t>(i)]) << "sampled token of step " << i;
+  }
+  sa_session_destroy(b);
+}
+
+INSTANTIATE_TEST_SUITE_P(all, store_resume, ::testing::ValuesIn(configs()),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST_F(store, resume_then_save_again_is_incremental_and_stays_exact) {
+  sa_session* a = create(params("s"));
+  const std::vector<int32_t> t = stream(1300, 3);
+  ASSERT_EQ(sa_prefill(a, t.data(), 1000, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(a), SA_OK);
+  const uint64_t first = a->saver->last_save_bytes();
+  sa_session_destroy(a);
+
+  sa_session* b = nullptr;
+  ASSERT_EQ(resume("s", &b), SA_OK) << sa_last_error();
+  ASSERT_EQ(sa_prefill(b, t.data() + 1000, 10, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(b), SA_OK) << sa_session_errmsg(b);
+  // Only the partial page (1000 = 3 x 256 + 232 -> 242) and small blobs were written again.
+  const uint64_t second = b->saver->last_save_bytes();
+  EXPECT_LT(second * 3, first) << first << " then " << second;
+  ASSERT_EQ(sa_prefill(b, t.data() + 1010, 290, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(b), SA_OK);
+  const std::vector<float> l = logits_of(b);
+  sa_session_destroy(b);
+
+  // The same 1300 tokens in one uninterrupted session.
+  sa_session_params p = params("other");
+  sa_session* r = create(p);
+  ASSERT_EQ(sa_prefill(r, t.data(), 1000, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_prefill(r, t.data() + 1000, 10, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_prefill(r, t.data() + 1010, 290, nullptr, nullptr), SA_OK);
+  sa_session* c = nullptr;
+  ASSERT_EQ(resume("s", &c), SA_OK) << sa_last_error();
+  EXPECT_TRUE(same_bits(logits_of(c), logits_of(r)));
+  EXPECT_TRUE(same_bits(l, logits_of(r)));
+  sa_decode_step(c, 7, nullptr);
+  sa_decode_step(r, 7, nullptr);
+  EXPECT_TRUE(same_bits(logits_of(c), logits_of(r)));
+  sa_session_destroy(c);
+  sa_session_destroy(r);
+}
+
+TEST_F(store, reset_and_refill_rewrites_the_pages_it_replaced) {
+  sa_session* a = create(params("s"));
+  const std::vector<int32_t> x = stream(600, 1), y = stream(600, 2);
+  ASSERT_EQ(sa_prefill(a, x.data(), x.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(a), SA_OK);
+  ASSERT_EQ(sa_session_reset(a), SA_OK);
+  ASSERT_EQ(sa_prefill(a, y.data(), y.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(a), SA_OK);
+  sa_decode_step(a, 9, nullptr);
+  const std::vector<float> want = logits_of(a);
+  sa_session_destroy(a);
+  sa_session* b = nullptr;
+  ASSERT_EQ(resume("s", &b), SA_OK) << sa_last_error();
+  EXPECT_EQ(tokens_of(b), y);
+  sa_decode_step(b, 9, nullptr);
+  EXPECT_TRUE(same_bits(logits_of(b), want)) << "stale pages of the first conversation";
+  sa_session_destroy(b);
+}
+
+// A state_writer that records what a memory asks for, storing nothing.
+struct recording_writer final : sa::state_writer {
+  std::vector<std::string> put_names, kept;
+  bool has(const std::string& name) override { return name.find("/p") != std::string::npos; }
+  void keep(const std::string& name) override { kept.push_back(name); }
+  void put(const std::string& name, const void*, size_t, sa::blob_kind) override {
+    put_names.push_back(name);
+  }
+};
+
+TEST_F(store, dense_memory_rewrites_pages_from_its_dirty_watermark) {
+  sa_session* a = create(params("s"));
+  const std::vector<int32_t> t = stream(800, 4);  // pages 0-2 full, tail 32 tokens
+  ASSERT_EQ(sa_prefill(a, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  auto& mem = dynamic_cast<sa::dense_memory&>(a->impl->mutable_memory());
+  recording_writer w0;
+  mem.write_state(w0);  // never saved: everything is written
+  EXPECT_TRUE(w0.kept.empty());
+  mem.state_saved();
+  EXPECT_EQ(mem.dirty_from(), INT64_MAX);
+  recording_writer w1;
+  mem.write_state(w1);  // nothing changed: full pages kept, meta and tails written
+  EXPECT_EQ(w1.kept.size(), 2u * 2 * 3);
+  mem.mark_rewritten(300);  // slots 300.. rewritten in place (as ReSA does)
+  recording_writer w2;
+  mem.write_state(w2);
+  EXPECT_EQ(w2.kept.size(), 2u * 2 * 1);  // only page 0 (slots 0..255) is still clean
+  EXPECT_NE(std::find(w2.put_names.begin(), w2.put_names.end(), "dense/L1/v/p1"),
+            w2.put_names.end());
+  sa_session_destroy(a);
+}
+
+// ---- crash safety ----------------------------------------------------------------------
+
+// Child: resume (or start) session "crash", then forever: prefill the next chunk of the
+// stream, save, report the history length on the pipe.
+[[noreturn]] void crash_child(sa_model* model, const std::string& db, int memory, int fd,
+                              size_t chunk) {
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.n_threads = 1;
+  p.memory = memory;
+  p.n_ctx = 4096;
+  p.n_sinks = 4;
+  p.cache_tokens = 4 + 4 * 16;
+  p.n_batch = 8;
+  p.store_path = db.c_str();
+  p.session_id = "crash";
+  sa_session* s = nullptr;
+  sa_status st = sa_session_resume(model, &p, &s);
+  if (st == SA_ERR_INVALID_ARG) st = sa_session_create(model, &p, &s);
+  if (st != SA_OK) _exit(3);
+  const uint64_t ready = UINT64_MAX;  // the kill timer starts now (slow builds open slowly)
+  if (write(fd, &ready, sizeof ready) != sizeof ready) _exit(6);
+  const std::vector<int32_t> all = stream(4096, 77);
+  for (int i = 0; i < 1000; ++i) {
+    const int32_t* t = nullptr;
+    size_t n = 0;
+    sa_session_tokens(s, &t, &n);
+    if (n + chunk > all.size()) _exit(0);
+    if (sa_prefill(s, all.data() + n, chunk, nullptr, nullptr) != SA_OK) _exit(4);
+    if (sa_session_save(s) != SA_OK) _exit(5);
+    const uint64_t done = n + chunk;
+    if (write(fd, &done, sizeof done) != sizeof done) _exit(6);
+  }
+  _exit(0);
+}
+
+std::string integrity(const std::string& db) {
+  sqlite3* h = nullptr;
+  std::string result = "cannot open";
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      result = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    else
+      result = sqlite3_errmsg(h);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(h);
+  return result;
+}
+
+class store_crash : public store, public ::testing::WithParamInterface<int> {};
+
+TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
+  const int memory = GetParam();
+  const size_t chunk = 8;
+  const char* env = std::getenv("SA_STORE_CRASH_TRIALS");
+  const int trials = env ? std::max(50, std::atoi(env)) : 50;
+  // Reference: the same chunks in one session; logits after every chunk.
+  sa_session_params rp;
+  sa_session_params_init(&rp);
+  rp.n_threads = 1;
+  rp.memory = memory;
+  rp.n_ctx = 4096;
+  rp.n_sinks = 4;
+  rp.cache_tokens = 4 + 4 * 16;
+  rp.n_batch = 8;
+  sa_session* ref = nullptr;
+  ASSERT_EQ(sa_session_create(model_, &rp, &ref), SA_OK);
+  const std::vector<int32_t> all = stream(4096, 77);
+  std::vector<std::vector<float>> ref_logits(1);  // [k]: after k chunks
+  auto ref_at = [&](size_t k) -> const std::vector<float>& {
+    while (ref_logits.size() <= k) {
+      const size_t n = (ref_logits.size() - 1) * chunk;
+      EXPECT_EQ(sa_prefill(ref, all.data() + n, chunk, nullptr, nullptr), SA_OK);
+      ref_logits.push_back(logits_of(ref));
+    }
+    return ref_logits[k];
+  };
+
+  std::mt19937 rng(2024);
+  uint64_t known = 0;  // history length of the last save known to have completed
+  int killed_mid_save = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      crash_child(model_, db_, memory, fds[1], chunk);
+    }
+    close(fds[1]);
+    uint64_t x = 0;
+    ASSERT_EQ(read(fds[0], &x, sizeof x), static_cast<ssize_t>(sizeof x)) << "child did not start";
+    ASSERT_EQ(x, UINT64_MAX);
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 150000));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        << "child failed with exit code " << WEXITSTATUS(status);
+    uint64_t reported = known;
+    while (read(fds[0], &x, sizeof x) == sizeof x) reported = x;
+    close(fds[0]);
+
+    if (!fs::exists(db_)) {  // killed before the first save created the file
+      ASSERT_EQ(reported, 0u);
+      continue;
+    }
+    ASSERT_EQ(integrity(db_), "ok") << "trial " << trial;
+    sa_session* s = nullptr;
+    const sa_status st = resume("crash", &s);
+    if (st == SA_ERR_INVALID_ARG && reported == 0) continue;  // no save completed yet
+    ASSERT_EQ(st, SA_OK) << "trial " << trial << ": " << sa_last_error();
+    const std::vector<int32_t> got = tokens_of(s);
+    // The last save reported, or the one whose commit finished just before the kill.
+    ASSERT_TRUE(got.size() == reported || got.size() == reported + chunk)
+        << "trial " << trial << ": " << got.size() << " tokens, last reported " << reported;
+    if (got.size() != reported) ++killed_mid_save;
+    ASSERT_TRUE(std::equal(got.begin(), got.end(), all.begin()));
+    ASSERT_TRUE(same_bits(logits_of(s), ref_at(got.size() / chunk))) << "trial " << trial;
+    sa_session_destroy(s);
+    known = got.size();
+  }
+  EXPECT_GT(known, 0u) << "no save ever completed: the kills came too early";
+  std::printf("%d trials, %llu tokens saved in the end, %d kills between commit and report\n",
+              trials, static_cast<unsigned long long>(known), killed_mid_save);
+  sa_session_destroy(ref);
+}
+
+INSTANTIATE_TEST_SUITE_P(memories, store_crash,
+                         ::testing::Values(SA_MEMORY_DENSE, SA_MEMORY_CASCADE),
+                         [](const auto& param_info) {
+                           return std::string(param_info.param == SA_MEMORY_DENSE ? "dense" : "cascade");
+                         });
+
+// ---- bad files and failures ---------------------------------------------------------------
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void sql(const std::string& db, const char* statement) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, statement, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+  sqlite3_close(h);
+}
+
+TEST_F(store, missing_file_or_session_is_an_invalid_argument) {
+  expect_resume_fails(SA_ERR_INVALID_ARG, "no session store");
+  saved_session("other");
+  expect_resume_fails(SA_ERR_INVALID_ARG, "no session named 'chat'");
+  EXPECT_EQ(sa_store_delete(db_.c_str(), "chat"), SA_ERR_INVALID_ARG);
+}
+
+TEST_F(store, truncated_store_is_refused) {
+  saved_session("chat", 1200);
+  const std::vector<uint8_t> bytes = read_bytes(db_);
+  ASSERT_GT(bytes.size(), 100000u);
+  write_bytes(db_, std::vector<uint8_t>(bytes.begin(), bytes.begin() + bytes.size() / 2));
+  expect_resume_fails(SA_ERR_STORE, db_);
+}
+
+TEST_F(store, random_bytes_and_other_files_are_not_stores) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> junk(8192);
+  for (uint8_t& b : junk) b = static_cast<uint8_t>(rng());
+  write_bytes(db_, junk);
+  expect_resume_fails(SA_ERR_STORE, "not an SQLite database");
+  // Saving into it fails the same way and leaves the file alone.
+  sa_session* s = create(params("chat"));
+  const std::vector<int32_t> t = stream(20, 1);
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  EXPECT_EQ(sa_session_save(s), SA_ERR_STORE);
+  EXPECT_NE(std::string(sa_session_errmsg(s)).find("not an SQLite database"), std::string::npos)
+      << sa_session_errmsg(s);
+  EXPECT_EQ(read_bytes(db_), junk);
+  sa_session_destroy(s);
+  // The GGUF model itself is not a store either.
+  sa_session_params p = params("chat");
+  p.store_path = model_path_->c_str();
+  const std::vector<uint8_t> before = read_bytes(*model_path_);
+  sa_session* r = nullptr;
+  EXPECT_EQ(sa_session_resume(model_, &p, &r), SA_ERR_STORE);
+  EXPECT_EQ(read_bytes(*model_path_), before);
+  size_t seen = 0;
+  EXPECT_EQ(sa_store_list(model_path_->c_str(),
+                          [](const sa_stored_session*, void* n) {
+                            ++*static_cast<size_t*>(n);
+                            return 0;
+                          },
+                          &seen),
+            SA_ERR_STORE);
+}
+
+TEST_F(store, another_applications_database_is_refused_and_left_alone) {
+  sql(db_, "PRAGMA application_id = 42; CREATE TABLE notes(x); INSERT INTO notes VALUES (1)");
+  expect_resume_fails(SA_ERR_STORE, "another application");
+  sa_session* s = create(params("chat"));
+  EXPECT_EQ(sa_session_save(s), SA_ERR_STORE);
+  sa_session_destroy(s);
+  remove_store(db_);
+  sql(db_, "CREATE TABLE notes(x)");  // application_id 0 but not empty
+  expect_resume_fails(SA_ERR_STORE, "another application");
+}
+
+TEST_F(store, newer_schema_is_refused) {
+  saved_session("chat");
+  sql(db_, "PRAGMA user_version = 99");
+  expect_resume_fails(SA_ERR_STORE, "schema version 99, newer");
+  sa_session* s = create(params("new"));
+  EXPECT_EQ(sa_session_save(s), SA_ERR_STORE);
+  sa_session_destroy(s);
+}
+
+// Flips one bit in the middle of chunk 0 of a blob, directly in the file.
+void flip_bit(const std::string& db, const char* blob) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(h,
+                               "SELECT chunks.rowid, data FROM chunks JOIN blobs ON blobs.id = "
+                               "chunks.blob WHERE blobs.name = ? AND seq = 0",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_text(st, 1, blob, -1, SQLITE_TRANSIENT);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  const int64_t rowid = sqlite3_column_int64(st, 0);
+  const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st, 1));
+  std::vector<uint8_t> data(p, p + sqlite3_column_bytes(st, 1));
+  sqlite3_finalize(st);
+  data[data.size() / 2] ^= 0x10;
+  ASSERT_EQ(sqlite3_prepare_v2(h, "UPDATE chunks SET data = ? WHERE rowid = ?", -1, &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_blob(st, 1, data.data(), static_cast<int>(data.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, rowid);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+}
+
+TEST_F(store, corrupted_chunk_fails_its_checksum) {
+  const std::vector<float> saved = saved_session("chat");
+  flip_bit(db_, "dense/L1/v/p0");
+  expect_resume_fails(SA_ERR_STORE,
+                      "chunk 0 of blob 'dense/L1/v/p0' of session 'chat' fails its checksum");
+  flip_bit(db_, "dense/L1/v/p0");  // repaired: resumes again
+  sa_session* s = nullptr;
+  ASSERT_EQ(resume("chat", &s), SA_OK) << sa_last_error();
+  EXPECT_TRUE(same_bits(logits_of(s), saved));
+  sa_session_destroy(s);
+  flip_bit(db_, "session/config");
+  expect_resume_fails(SA_ERR_STORE, "session/config");
+  flip_bit(db_, "session/config");
+  // A chunk that vanished is reported too.
+  sql(db_, "DELETE FROM chunks WHERE blob = (SELECT id FROM blobs WHERE name = 'session/logits')");
+  expect_resume_fails(SA_ERR_STORE, "session/logits");
+}
+
+TEST_F(store, another_model_is_refused) {
+  saved_session("chat");
+  const std::string other = sa_test::temp_path("other.gguf");
+  sa_test::tiny_model_options o;
+  o.n_ctx_train = 2048;  // different metadata
+  sa_test::write_tiny_model(other, o);
+  sa_model* m = nullptr;
+  ASSERT_EQ(sa_model_load(other.c_str(), nullptr, &m), SA_OK);
+  sa_session* s = nullptr;
+  EXPECT_EQ(resume("chat", &s, m), SA_ERR_STORE);
+  EXPECT_NE(std::string(sa_last_error()).find("different model"), std::string::npos)
+      << sa_last_error();
+  sa_model_destroy(m);
+  std::remove(other.c_str());
+}
+
+TEST_F(store, a_new_session_does_not_overwrite_a_stored_one) {
+  const std::vector<float> first = saved_session("chat");
+  sa_session* s = create(params("chat"));
+  const std::vector<int32_t> t = stream(30, 8);
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  EXPECT_EQ(sa_session_save(s), SA_ERR_STORE);
+  EXPECT_NE(std::string(sa_session_errmsg(s)).find("neither resumed nor saved"), std::string::npos);
+  // After deleting the stored one, the new session saves; the deleted one is gone.
+  EXPECT_EQ(sa_store_delete(db_.c_str(), "chat"), SA_OK);
+  EXPECT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+  sa_session_destroy(s);
+  sa_session* r = nullptr;
+  ASSERT_EQ(resume("chat", &r), SA_OK);
+  EXPECT_EQ(tokens_of(r), t);
+  sa_session_destroy(r);
+}
+
+TEST_F(store, full_disk_fails_the_save_and_keeps_the_previous_one) {
+  sa_session* s = create(params("chat"));
+  const std::vector<int32_t> t = stream(1500, 6);
+  ASSERT_EQ(sa_prefill(s, t.data(), 100, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(s), SA_OK);
+  const std::vector<float> saved = logits_of(s);
+  // The disk "fills": the file may grow by two pages only.
+  sa::store::sqlite_db& db = s->saver->store().db();
+  const int64_t pages = db.query_int("PRAGMA page_count", "test");
+  db.exec(("PRAGMA max_page_count = " + std::to_string(pages + 2)).c_str(), "test");
+  ASSERT_EQ(sa_prefill(s, t.data() + 100, 1400, nullptr, nullptr), SA_OK);
+  EXPECT_EQ(sa_session_save(s), SA_ERR_STORE);
+  EXPECT_NE(std::string(sa_session_errmsg(s)).find("full"), std::string::npos)
+      << sa_session_errmsg(s);
+  sa_session* r = nullptr;
+  ASSERT_EQ(resume("chat", &r), SA_OK) << sa_last_error();
+  EXPECT_EQ(tokens_of(r).size(), 100u);
+  EXPECT_TRUE(same_bits(logits_of(r), saved));
+  sa_session_destroy(r);
+  // Room again: the next save succeeds and holds everything.
+  db.exec("PRAGMA max_page_count = 1073741823", "test");
+  ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+  const std::vector<float> now = logits_of(s);
+  sa_session_destroy(s);
+  ASSERT_EQ(resume("chat", &r), SA_OK) << sa_last_error();
+  EXPECT_EQ(tokens_of(r).size(), 1500u);
+  EXPECT_TRUE(same_bits(logits_of(r), now));
+  sa_decode_step(r, 5, nullptr);
+  sa_session_destroy(r);
+  EXPECT_EQ(integrity(db_), "ok");
+}
+
+TEST_F(store, read_only_directory_fails_saves_clearly_and_loses_nothing) {
+  const fs::path dir = sa_test::temp_path("rodir");
+  fs::create_directory(dir);
+  const std::string db = (dir / "s.db").string();
+  {
+    sa_session_params p = params("chat");
+    p.store_path = db.c_str();
+    sa_session* s = create(p);
+    const std::vector<int32_t> t = stream(300, 2);
+    ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+    ASSERT_EQ(sa_session_save(s), SA_OK);
+    sa_session_destroy(s);
+  }
+  fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                           fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  // Permissions do not bind root: run the checks as an unprivileged user in a child process.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(10);
+    int code = 0;
+    sa_session_params p;
+    sa_session_params_init(&p);
+    p.n_threads = 1;
+    p.store_path = db.c_str();
+    p.session_id = "chat";
+    sa_session* r = nullptr;
+    const sa_status st = sa_session_resume(model_, &p, &r);
+    // A store in a read-only directory can be read; saving into it fails clearly.
+    if (st == SA_OK) {
+      const int32_t* t = nullptr;
+      size_t n = 0;
+      sa_session_tokens(r, &t, &n);
+      if (n != 300) code |= 32;
+      const std::vector<int32_t> more = stream(5, 3);
+      sa_prefill(r, more.data(), more.size(), nullptr, nullptr);
+      if (sa_session_save(r) != SA_ERR_STORE) code |= 1;
+      if (!std::strstr(sa_session_errmsg(r), "s.db")) code |= 2;
+      sa_session_destroy(r);
+    } else {
+      code |= 4;
+    }
+    // A new store in that directory cannot be created.
+    const std::string other = (dir / "new.db").string();
+    p.store_path = other.c_str();
+    sa_session* n = nullptr;
+    if (sa_session_create(model_, &p, &n) != SA_OK) _exit(11);
+    if (sa_session_save(n) != SA_ERR_STORE) code |= 8;
+    if (!std::strstr(sa_session_errmsg(n), "new.db")) code |= 16;
+    sa_session_destroy(n);
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failed checks (bit mask)";
+  fs::permissions(dir, fs::perms::owner_all);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write);
+  sa_session_params p = params("chat");
+  p.store_path = db.c_str();
+  sa_session* r = nullptr;
+  ASSERT_EQ(sa_session_resume(model_, &p, &r), SA_OK) << sa_last_error();
+  EXPECT_EQ(tokens_of(r), stream(300, 2));
+  sa_session_destroy(r);
+  fs::remove_all(dir);
+}
+
+// ---- listing, deleting, threads -----------------------------------------------------------
+
+TEST_F(store, list_and_delete) {
+  saved_session("a", 100);
+  saved_session("b", 300);
+  struct row {
+    std::string id;
+    uint64_t n_tokens, bytes;
+    int32_t memory;
+  };
+  std::vector<row> rows;
+  auto collect = [](const sa_stored_session* s, void* user) {
+    static_cast<std::vector<row>*>(user)->push_back({s->session_id, s->n_tokens, s->bytes, s->memory});
+    return 0;
+  };
+  ASSERT_EQ(sa_store_list(db_.c_str(), collect, &rows), SA_OK) << sa_last_error();
+  ASSERT_EQ(rows.size(), 2u);
+  std::sort(rows.begin(), rows.end(), [](const row& x, const row& y) { return x.id < y.id; });
+  EXPECT_EQ(rows[0].id, "a");
+  EXPECT_EQ(rows[0].n_tokens, 100u);
+  EXPECT_EQ(rows[1].n_tokens, 300u);
+  EXPECT_EQ(rows[1].memory, SA_MEMORY_DENSE);
+  EXPECT_GT(rows[1].bytes, rows[0].bytes);
+  EXPECT_EQ(sa_store_delete(db_.c_str(), "a"), SA_OK);
+  rows.clear();
+  ASSERT_EQ(sa_store_list(db_.c_str(), collect, &rows), SA_OK);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].id, "b");
+  EXPECT_EQ(integrity(db_), "ok");
+  // A missing file lists nothing; NULLs are refused.
+  rows.clear();
+  EXPECT_EQ(sa_store_list((db_ + ".absent").c_str(), collect, &rows), SA_OK);
+  EXPECT_TRUE(rows.empty());
+  EXPECT_EQ(sa_store_list(nullptr, collect, &rows), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(sa_store_delete(db_.c_str(), nullptr), SA_ERR_INVALID_ARG);
+}
+
+TEST_F(store, two_threads_save_two_sessions_into_one_file) {
+  std::vector<float> final_logits[2];
+  std::vector<int32_t> final_tokens[2];
+  sa_status failures[2] = {SA_OK, SA_OK};
+  auto work = [&](int i) {
+    sa_session_params p = params(i == 0 ? "left" : "right", [i](sa_session_params& q) {
+      q.memory = i == 0 ? SA_MEMORY_DENSE : SA_MEMORY_CASCADE;
+      q.n_sinks = 4;
+      q.cache_tokens = 4 + 4 * 16;
+      q.n_threads = 1;
+    });
+    sa_session* s = nullptr;
+    if (sa_session_create(model_, &p, &s) != SA_OK) {
+      failures[i] = SA_ERR_INTERNAL;
+      return;
+    }
+    const std::vector<int32_t> t = stream(400, 20u + static_cast<uint32_t>(i));
+    for (int k = 0; k < 20 && failures[i] == SA_OK; ++k) {
+      sa_status st = sa_prefill(s, t.data() + k * 20, 20, nullptr, nullptr);
+      if (st == SA_OK) st = sa_session_save(s);
+      failures[i] = st;
+    }
+    final_logits[i] = logits_of(s);
+    final_tokens[i] = tokens_of(s);
+    sa_session_destroy(s);
+  };
+  std::thread a(work, 0), b(work, 1);
+  a.join();
+  b.join();
+  ASSERT_EQ(failures[0], SA_OK);
+  ASSERT_EQ(failures[1], SA_OK);
+  for (int i = 0; i < 2; ++i) {
+    sa_session* r = nullptr;
+    ASSERT_EQ(resume(i == 0 ? "left" : "right", &r), SA_OK) << sa_last_error();
+    EXPECT_EQ(tokens_of(r), final_tokens[i]);
+    EXPECT_TRUE(same_bits(logits_of(r), final_logits[i]));
+    sa_session_destroy(r);
+  }
+  EXPECT_EQ(integrity(db_), "ok");
+}
+
+TEST_F(store, autosave_after_prefill_and_misuse) {
+  sa_session_params p = params("auto");
+  p.autosave = SA_AUTOSAVE_PREFILL;
+  sa_session* s = create(p);
+  const std::vector<int32_t> t = stream(50, 9);
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  sa_session* r = nullptr;
+  ASSERT_EQ(resume("auto", &r), SA_OK) << sa_last_error();
+  EXPECT_EQ(tokens_of(r), t);
+  sa_session_destroy(r);
+  sa_session_destroy(s);
+  // Bad combinations are refused at creation; a session without a store cannot save.
+  sa_session_params q;
+  sa_session_params_init(&q);
+  q.autosave = SA_AUTOSAVE_PREFILL;
+  sa_session* x = nullptr;
+  EXPECT_EQ(sa_session_create(model_, &q, &x), SA_ERR_INVALID_ARG);
+  q.autosave = 7;
+  q.store_path = db_.c_str();
+  q.session_id = "x";
+  EXPECT_EQ(sa_session_create(model_, &q, &x), SA_ERR_INVALID_ARG);
+  q.autosave = 0;
+  q.session_id = nullptr;
+  EXPECT_EQ(sa_session_create(model_, &q, &x), SA_ERR_INVALID_ARG);
+  sa_session_params_init(&q);
+  ASSERT_EQ(sa_session_create(model_, &q, &x), SA_OK);
+  EXPECT_EQ(sa_session_save(x), SA_ERR_MISUSE);
+  sa_session_destroy(x);
+  EXPECT_EQ(sa_session_save(nullptr), SA_ERR_MISUSE);
+  EXPECT_EQ(sa_session_resume(model_, nullptr, &x), SA_ERR_INVALID_ARG);
+}
+
+// ---- the shipped model ---------------------------------------------------------------------
+
+TEST(store_shipped_model, dense_and_cascade_resume_bitwise) {
+  const std::string path = sa_test::models_dir() + "/sa-default-q8_0.gguf";
+  sa_model* m = nullptr;
+  ASSERT_EQ(sa_model_load(path.c_str(), nullptr, &m), SA_OK) << sa_last_error();
+  const std::string db = sa_test::temp_path("shipped.db");
+  for (int memory : {SA_MEMORY_DENSE, SA_MEMORY_CASCADE}) {
+    sa_session_params p;
+    sa_session_params_init(&p);
+    p.n_threads = 2;
+    p.memory = memory;
+    p.n_sinks = 16;
+    p.cache_tokens = 16 + 4 * 32;
+    p.store_path = db.c_str();
+    p.session_id = memory == SA_MEMORY_DENSE ? "dense" : "cascade";
+    sa_session* a = nullptr;
+    ASSERT_EQ(sa_session_create(m, &p, &a), SA_OK);
+    std::vector<int32_t> t(300);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(261 + (i * 37) % 3800);
+    ASSERT_EQ(sa_prefill(a, t.data(), t.size(), nullptr, nullptr), SA_OK);
+    ASSERT_EQ(sa_session_save(a), SA_OK) << sa_session_errmsg(a);
+    int32_t next = -1;
+    sa_sample(a, &next);
+    sa_decode_step(a, next, nullptr);
+    const std::vector<float> want = logits_of(a);
+    sa_session* b = nullptr;
+    ASSERT_EQ(sa_session_resume(m, &p, &b), SA_OK) << sa_last_error();
+    int32_t next_b = -1;
+    sa_sample(b, &next_b);
+    EXPECT_EQ(next_b, next);
+    sa_decode_step(b, next_b, nullptr);
+    EXPECT_TRUE(same_bits(logits_of(b), want)) << p.session_id;
+    sa_session_destroy(a);
+    sa_session_destroy(b);
+  }
+  sa_model_destroy(m);
+  remove_store(db);
+}
+
+}  // namespace
