@@ -64,6 +64,17 @@ void sparse_attention::quest_pages(const tensor& q, const tensor& summaries,
     pages_[static_cast<size_t>(h)] = ranked_[static_cast<size_t>(group ? h / per_group : h)];
 }
 
+void sparse_attention::quest_sets(const tensor& q, const tensor& summaries,
+                                  int64_t pages_capacity, const page_plan& plan, int64_t n_keys) {
+  quest_pages(q, summaries, pages_capacity, plan);
+  fixed_.resize(static_cast<size_t>(hp_.n_heads));
+  for (int32_t h = 0; h < hp_.n_heads; ++h) {
+    fixed_[static_cast<size_t>(h)].clear();
+    append_page_slots(pages_[static_cast<size_t>(h)], c_.page_size, n_keys,
+                      fixed_[static_cast<size_t>(h)]);
+  }
+}
+
 void sparse_attention::oracle_sets(const tensor& q, const kv_view& kv, const page_plan& plan,
                                    int64_t n_keys) {
   // Every key's exact score, per head.
@@ -118,18 +129,16 @@ uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view&
       for (int32_t h = 0; h < hp_.n_heads; ++h) hs[h].rel_error = 0.0f;  // exact
     return static_cast<uint64_t>(n_keys) * static_cast<uint64_t>(hp_.n_heads);
   }
+  // The deterministic sets: Quest's pages, or the top tokens by exact score.
+  if (c_.method == sparse_method::oracle ||
+      (c_.method == sparse_method::vattention && c_.topk == topk_source::oracle))
+    oracle_sets(q, kv, plan, n_keys);
+  else
+    quest_sets(q, summaries, pages_capacity, plan, n_keys);
   uint64_t read = 0;
-  if (c_.method == sparse_method::quest || c_.method == sparse_method::oracle) {
-    if (c_.method == sparse_method::oracle) {
-      oracle_sets(q, kv, plan, n_keys);
-    } else {
-      quest_pages(q, summaries, pages_capacity, plan);
-      fixed_.resize(static_cast<size_t>(hp_.n_heads));
-      for (int32_t h = 0; h < hp_.n_heads; ++h) {
-        fixed_[static_cast<size_t>(h)].clear();
-        append_page_slots(pages_[static_cast<size_t>(h)], c_.page_size, n_keys, fixed_[static_cast<size_t>(h)]);
-      }
-    }
+  if (c_.method == sparse_method::vattention) {
+    read = vattention_step(layer, q, kv, n_keys, out, lse, hs);
+  } else {
     sets_from(fixed_);
     be_.attention_sets(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, {offsets_, slots_, {}},
                        scale_, out, lse);
@@ -138,18 +147,6 @@ uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view&
       hs[h].sparse = true;
       read += fixed_[static_cast<size_t>(h)].size();
     }
-  } else {
-    if (c_.topk == topk_source::oracle) {
-      oracle_sets(q, kv, plan, n_keys);
-    } else {
-      quest_pages(q, summaries, pages_capacity, plan);
-      fixed_.resize(static_cast<size_t>(hp_.n_heads));
-      for (int32_t h = 0; h < hp_.n_heads; ++h) {
-        fixed_[static_cast<size_t>(h)].clear();
-        append_page_slots(pages_[static_cast<size_t>(h)], c_.page_size, n_keys, fixed_[static_cast<size_t>(h)]);
-      }
-    }
-    read = vattention_step(layer, q, kv, n_keys, out, lse, hs);
   }
   if (c_.check_error) check_error(q, kv, n_keys, out, hs);
   return read;

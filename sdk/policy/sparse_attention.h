@@ -39,6 +39,9 @@ class sparse_attention {
   // pages_[h]: the pages query head h attends by Quest's ranking (per head or per group).
   void quest_pages(const tensor& q, const tensor& summaries, int64_t pages_capacity,
                    const page_plan& plan);
+  // fixed_[h]: the slots of those pages.
+  void quest_sets(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                  const page_plan& plan, int64_t n_keys);
   // Deterministic sets by exact scores (vAttention's oracle top-k): forced pages + top tokens.
   void oracle_sets(const tensor& q, const kv_view& kv, const page_plan& plan, int64_t n_keys);
   uint64_t vattention_step(int32_t layer, const tensor& q, const kv_view& kv, int64_t n_keys,
