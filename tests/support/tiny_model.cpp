@@ -134,4 +134,14 @@ void write_tiny_model(const std::string& path, const tiny_model_options& o) {
   std::fclose(f);
 }
 
+std::vector<int32_t> token_stream(size_t n, uint32_t seed) {
+  std::vector<int32_t> t;
+  uint32_t x = seed;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>((x >> 8) % 261));
+  }
+  return t;
+}
+
 }  // namespace sa_test

@@ -34,4 +34,7 @@ std::vector<std::string> tiny_merges();
 std::vector<uint8_t> tiny_model_bytes(const tiny_model_options& o);
 void write_tiny_model(const std::string& path, const tiny_model_options& o);
 
+// n pseudo-random plain tokens of the tiny vocabulary (no control tokens), fixed by seed.
+std::vector<int32_t> token_stream(size_t n, uint32_t seed);
+
 }  // namespace sa_test

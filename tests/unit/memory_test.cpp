@@ -22,15 +22,7 @@ std::shared_ptr<const sa::model> tiny(sa::dtype type = sa::dtype::f32) {
   return sa::model::from_file(sa::gguf::file::from_memory(bytes.data(), bytes.size()));
 }
 
-std::vector<int32_t> stream(size_t n, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>((x >> 8) % 261));
-  }
-  return t;
-}
+std::vector<int32_t> stream(size_t n, uint32_t seed) { return sa_test::token_stream(n, seed); }
 
 double rel_err(const std::vector<float>& a, const std::vector<double>& b) {
   double num = 0, den = 0;

@@ -325,15 +325,7 @@ std::shared_ptr<const sa::model> tiny() {
   return sa::model::from_file(sa::gguf::file::from_memory(bytes.data(), bytes.size()));
 }
 
-std::vector<int32_t> text(size_t n, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>((x >> 8) % 261));
-  }
-  return t;
-}
+std::vector<int32_t> text(size_t n, uint32_t seed) { return sa_test::token_stream(n, seed); }
 
 sa::session_config full(sa::sparse_method m) {
   sa::session_config c;

@@ -30,15 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<int32_t> stream(size_t n, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t x = seed;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>((x >> 8) % 261));  // plain tokens, no control tokens
-  }
-  return t;
-}
+std::vector<int32_t> stream(size_t n, uint32_t seed) { return sa_test::token_stream(n, seed); }
 
 std::vector<float> logits_of(const sa_session* s) {
   int32_t n = 0;
