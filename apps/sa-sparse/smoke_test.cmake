@@ -1,0 +1,103 @@
+# CTest driver for sa-sparse (registered in tests/CMakeLists.txt): runs one measurement on a
+# tiny setting with the shipped model and checks the --json output.
+#
+#   cmake -DAPP=path/to/sa-sparse -DMODE=<mode> -DOUT=dir -P smoke_test.cmake
+#
+# MODE passkey | ppl | agreement | calibration: the records are well-formed (fields present,
+#   numbers where numbers belong, accuracies and rates in [0, 1]);
+# MODE ppl_full_budget: with budget ratio 1 every method (Quest, ReSA rectification,
+#   vAttention, oracle) must reproduce dense's suffix NLL bit for bit (the SDK's promise that a
+#   budget covering every page is dense);
+# MODE calibration also requires vAttention's promise at epsilon 0.3: the fraction of
+#   (step, head) records above epsilon is <= delta.
+cmake_minimum_required(VERSION 3.20)
+
+set(common --threads 2 --json ${OUT}/sa-sparse-${MODE}.json)
+if(MODE STREQUAL "passkey")
+  # A short filler word list keeps the prompt builder's set-up (it tokenizes every word) quick.
+  file(STRINGS /usr/share/dict/american-english words REGEX "^[a-z]+$" LIMIT_COUNT 4000)
+  list(JOIN words "\n" words)
+  file(WRITE ${OUT}/sa-sparse-words.txt "${words}\n")
+  set(cmd passkey --lengths 192 --bins 2 --trials 1 --ratios 1/8 --tail 16
+      --words ${OUT}/sa-sparse-words.txt)
+  set(fields method budget_ratio length depth_bin depth trials digit_accuracy exact_accuracy density)
+  set(unit digit_accuracy exact_accuracy density)
+elseif(MODE STREQUAL "ppl")
+  set(cmd ppl --length 128 --suffixes 8,16 --last 8 --docs 1)
+  set(fields method budget_ratio suffix ppl_last ppl_suffix nll_suffix tokens_suffix density)
+  set(unit density)
+elseif(MODE STREQUAL "ppl_full_budget")
+  set(cmd ppl --length 128 --suffixes 24 --docs 1 --ratio 1
+      --methods dense,quest,quest-group+resa:8,vattention,vattention-oracle,oracle)
+  set(fields method suffix ppl_suffix nll_suffix)
+  set(unit density)
+elseif(MODE STREQUAL "agreement")
+  set(cmd agreement --prompt 96 --generate 8 --methods dense,quest,quest+resa:4)
+  set(fields method match_rate mean_kl max_kl first_divergence density)
+  set(unit match_rate density)
+elseif(MODE STREQUAL "calibration")
+  set(cmd calibration --prefix 160 --steps 8 --epsilons 0.3 --oracle-ratios 1/16,1/4)
+  set(fields method density mean_error p95_error max_error)
+  set(unit density)
+else()
+  message(FATAL_ERROR "unknown MODE '${MODE}'")
+endif()
+
+execute_process(COMMAND ${APP} ${cmd} ${common} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "sa-sparse ${cmd} exited with ${rc}:\n${err}")
+endif()
+file(READ ${OUT}/sa-sparse-${MODE}.json json)
+string(JSON tool ERROR_VARIABLE e GET "${json}" tool)
+if(e OR NOT tool STREQUAL "sa-sparse")
+  message(FATAL_ERROR "the JSON does not parse or is not sa-sparse's: ${e}")
+endif()
+string(JSON n LENGTH "${json}" records)
+if(n EQUAL 0)
+  message(FATAL_ERROR "no records")
+endif()
+
+math(EXPR last "${n} - 1")
+set(dense_nll "")
+foreach(i RANGE ${last})
+  string(JSON rec GET "${json}" records ${i})
+  string(JSON measure GET "${rec}" measure)
+  foreach(f IN LISTS fields)
+    if(measure STREQUAL "calibration_oracle" AND f STREQUAL "method")
+      continue()
+    endif()
+    string(JSON v ERROR_VARIABLE e GET "${rec}" ${f})
+    if(e)
+      message(FATAL_ERROR "record ${i} (${measure}) has no '${f}': ${rec}")
+    endif()
+  endforeach()
+  foreach(f IN LISTS unit)
+    string(JSON v ERROR_VARIABLE e GET "${rec}" ${f})
+    if(NOT e)
+      string(JSON t TYPE "${rec}" ${f})
+      if(NOT t STREQUAL "NUMBER" OR v LESS 0 OR v GREATER 1)
+        message(FATAL_ERROR "record ${i}: '${f}' = ${v} is not a number in [0, 1]")
+      endif()
+    endif()
+  endforeach()
+  if(MODE STREQUAL "ppl_full_budget")
+    string(JSON method GET "${rec}" method)
+    string(JSON nll GET "${rec}" nll_suffix)
+    if(method STREQUAL "dense")
+      set(dense_nll ${nll})
+    elseif(NOT nll STREQUAL dense_nll OR dense_nll STREQUAL "")
+      message(FATAL_ERROR "full budget: ${method}'s suffix NLL ${nll} differs from dense's ${dense_nll}")
+    endif()
+  endif()
+  if(MODE STREQUAL "calibration" AND measure STREQUAL "calibration")
+    string(JSON pass GET "${rec}" pass)
+    string(JSON frac GET "${rec}" frac_above_epsilon)
+    string(JSON method GET "${rec}" method)
+    if(NOT pass)
+      message(FATAL_ERROR "${method}: ${frac} of the records exceed epsilon, more than delta")
+    endif()
+  endif()
+endforeach()
+message("sa-sparse ${MODE}: ${n} well-formed records")
