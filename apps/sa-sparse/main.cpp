@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
               "(default 1/32)", cxxopts::value<std::string>())
     ("vatt-epsilon", "vAttention's error bound outside calibration",
         cxxopts::value<float>()->default_value("0.05"))
-    ("vatt-pilot", "vAttention's pilot sample ratio", cxxopts::value<float>()->default_value("0.025"))
+    ("vatt-pilot", "vAttention's pilot sample ratio", cxxopts::value<float>()->default_value("0.1"))
     ("h,help", "print this help");
   opts.add_options("passkey")
     ("lengths", "total lengths (prompt + answer)", cxxopts::value<std::string>()->default_value("2048"))

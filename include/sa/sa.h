@@ -349,8 +349,8 @@ typedef struct sa_session_params {
                             logits of that pass are discarded); 0 (default) = never */
   float vatt_epsilon;    /* vAttention relative error bound, in (0, 1); default 0.05 */
   float vatt_delta;      /* vAttention failure probability, in (0, 1); default 0.05 */
-  float vatt_pilot_ratio;/* pilot sample as a fraction of the residual, at least 32 tokens;
-                            default 0.025 */
+  float vatt_pilot_ratio;/* pilot sample as a fraction of the residual, at least 64 tokens;
+                            default 0.1 */
   int32_t vatt_topk;     /* SA_TOPK_*; default SA_TOPK_QUEST */
   int32_t check_error;   /* 1: every sparse head also runs dense attention and records its
                             relative error (sa_session_head_stats); a diagnostic that costs a

@@ -153,7 +153,7 @@ void sa_session_params_init(sa_session_params* params) {
   params->select_granularity = SA_SELECT_PER_HEAD;
   params->vatt_epsilon = 0.05f;
   params->vatt_delta = 0.05f;
-  params->vatt_pilot_ratio = 0.025f;
+  params->vatt_pilot_ratio = 0.1f;
   params->vatt_topk = SA_TOPK_QUEST;
 }
 

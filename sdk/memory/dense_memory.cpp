@@ -65,7 +65,8 @@ void dense_memory::begin(int64_t n, std::vector<int32_t>& positions) {
     slots_[static_cast<size_t>(i)] = static_cast<int32_t>(first + i);
     kv_len_[static_cast<size_t>(i)] = static_cast<int32_t>(first + i + 1);
   }
-  head_stats_.clear();
+  // A rewrite (rectification) belongs to the step that triggered it: keep that step's figures.
+  if (rewriting_ < 0) head_stats_.clear();
 }
 
 uint64_t dense_memory::attend(int32_t layer, const tensor& q, const tensor& k, const tensor& v,

@@ -9,7 +9,7 @@
 namespace sa {
 
 namespace {
-constexpr int64_t kMinPilot = 32;  // fewest pilot keys; a smaller residual is taken whole
+constexpr int64_t kMinPilot = 64;  // fewest pilot keys; a smaller residual is taken whole
 
 // The slots [0, n) not in b (b ascending), ascending.
 void complement(int64_t n, const std::vector<int32_t>& b, std::vector<int32_t>& out) {

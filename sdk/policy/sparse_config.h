@@ -22,7 +22,7 @@ struct sparse_config {
   int32_t rectify_every = 0;     // ReSA f; 0 = never
   float epsilon = 0.05f;         // vAttention
   float delta = 0.05f;
-  float pilot_ratio = 0.025f;
+  float pilot_ratio = 0.1f;
   topk_source topk = topk_source::quest;
   bool check_error = false;
   uint64_t seed = 0;             // vAttention's sampling stream (the session's seed)

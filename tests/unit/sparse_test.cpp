@@ -441,6 +441,9 @@ TEST(resa, rectification_makes_the_last_f_tokens_kv_equal_a_dense_runs) {
   EXPECT_EQ(s.stats().n_rectified, 0u);
   s.decode(gen.back());
   EXPECT_EQ(s.stats().n_rectified, 8u);
+  // The step that triggered the rectification still reports its own sparse figures.
+  EXPECT_EQ(s.head_stats().size(), static_cast<size_t>(3 * 4));
+  EXPECT_GT(s.stats().sparse_keys_total, 0u);
   EXPECT_LT(max_abs_diff(kv_rows(s, first, 8), kv_rows(dense, first, 8)), 1e-5);
 }
 
