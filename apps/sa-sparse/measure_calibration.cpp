@@ -62,6 +62,17 @@ struct run_result {
   }
 };
 
+// The fields every calibration record shares: the protocol and the error distribution.
+json_record& error_fields(json_record& rec, const calibration_options& o, const run_result& r) {
+  return rec.integer("prefix", o.prefix)
+      .integer("steps", o.steps)
+      .integer("records", static_cast<long long>(r.err.size()))
+      .num("density", r.density())
+      .num("mean_error", r.mean())
+      .num("p95_error", r.quantile(0.95))
+      .num("max_error", r.max());
+}
+
 struct interp {
   double density = std::numeric_limits<double>::quiet_NaN();
   const char* how = "above_sweep";  // "interpolated", "below_sweep" (<= density), "above_sweep"
@@ -202,19 +213,13 @@ void measure_calibration(run_context& ctx, const calibration_options& o) {
           r.quantile(0.95), r.max(), 100 * frac, pass ? "PASS" : "FAIL",
           100 * r.frac_above_sampled(eps), median_b, show(at_promise).c_str(),
           show(at_mean).c_str());
-      ctx.log->add(json_record()
-                       .str("measure", "calibration")
-                       .str("method", variants[v].label)
-                       .num("epsilon", eps)
-                       .num("delta", o.delta)
-                       .num("budget_ratio", o.ratio)
-                       .integer("prefix", o.prefix)
-                       .integer("steps", o.steps)
-                       .integer("records", static_cast<long long>(r.err.size()))
-                       .num("density", r.density())
-                       .num("mean_error", r.mean())
-                       .num("p95_error", r.quantile(0.95))
-                       .num("max_error", r.max())
+      ctx.log->add(error_fields(json_record()
+                                    .str("measure", "calibration")
+                                    .str("method", variants[v].label)
+                                    .num("epsilon", eps)
+                                    .num("delta", o.delta)
+                                    .num("budget_ratio", o.ratio),
+                                o, r)
                        .num("frac_above_epsilon", frac)
                        .boolean("pass", pass)
                        .num("frac_above_epsilon_partial", r.frac_above_sampled(eps))
@@ -240,17 +245,11 @@ void measure_calibration(run_context& ctx, const calibration_options& o) {
       std::printf("  %6.2f%%", 100 * fracs.back());
     }
     std::printf("\n");
-    ctx.log->add(json_record()
-                     .str("measure", "calibration_oracle")
-                     .str("method", "oracle")
-                     .num("budget_ratio", oracle_ratios[i])
-                     .integer("prefix", o.prefix)
-                     .integer("steps", o.steps)
-                     .integer("records", static_cast<long long>(r.err.size()))
-                     .num("density", r.density())
-                     .num("mean_error", r.mean())
-                     .num("p95_error", r.quantile(0.95))
-                     .num("max_error", r.max())
+    ctx.log->add(error_fields(json_record()
+                                  .str("measure", "calibration_oracle")
+                                  .str("method", "oracle")
+                                  .num("budget_ratio", oracle_ratios[i]),
+                              o, r)
                      .nums("epsilons", o.epsilons)
                      .nums("frac_above_epsilons", fracs));
   }

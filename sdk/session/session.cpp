@@ -75,7 +75,6 @@ void session::check_tokens(std::span<const int32_t> tokens) const {
 }
 
 void session::run(std::span<const int32_t> tokens, const progress_fn& progress, bool snapshot) {
-  check_tokens(tokens);
   const auto t0 = std::chrono::steady_clock::now();
   const std::unique_ptr<kv_memory::snapshot> saved = snapshot ? memory_->save() : nullptr;
   uint64_t kv_read = 0;
@@ -117,6 +116,7 @@ void session::prefill(std::span<const int32_t> tokens, const progress_fn& progre
 }
 
 void session::decode(int32_t token) {
+  check_tokens(std::span<const int32_t>(&token, 1));
   if (full_) full_->mark_decode_step();
   // A dense memory forgets an unfinished step by itself; its snapshot is one counter.
   run(std::span<const int32_t>(&token, 1), nullptr, config_.memory == memory_kind::dense);

@@ -81,6 +81,7 @@ class session {
 
  private:
   void check_tokens(std::span<const int32_t> tokens) const;
+  // Runs checked tokens through the forward pass (callers check_tokens first).
   void run(std::span<const int32_t> tokens, const progress_fn& progress, bool snapshot);
   void rectify();
   static std::unique_ptr<kv_memory> make_memory(backend& be, const model& m,

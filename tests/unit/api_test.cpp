@@ -154,6 +154,18 @@ TEST_F(api, invalid_params_are_rejected_with_their_name) {
       {[](sa_session_params* p) { p->temperature = -1; }, "temperature"},
       {[](sa_session_params* p) { p->top_k = -3; }, "top_k"},
       {[](sa_session_params* p) { p->top_p = 0; }, "top_p"},
+      {[](sa_session_params* p) { p->sparse = 7; }, "sparse"},
+      {[](sa_session_params* p) { p->sparse = SA_SPARSE_QUEST, p->memory = SA_MEMORY_CASCADE; }, "SA_MEMORY_FULL"},
+      {[](sa_session_params* p) { p->page_size = 0; }, "page_size"},
+      {[](sa_session_params* p) { p->budget_tokens = -1; }, "budget_tokens"},
+      {[](sa_session_params* p) { p->budget_ratio = 1.5f; }, "budget_ratio"},
+      {[](sa_session_params* p) { p->local_pages = 0; }, "local_pages"},
+      {[](sa_session_params* p) { p->min_pages = 0; }, "min_pages"},
+      {[](sa_session_params* p) { p->select_granularity = 3; }, "select_granularity"},
+      {[](sa_session_params* p) { p->rectify_every = -2; }, "rectify_every"},
+      {[](sa_session_params* p) { p->vatt_epsilon = 0; }, "vatt_epsilon"},
+      {[](sa_session_params* p) { p->vatt_delta = 1; }, "vatt_delta"},
+      {[](sa_session_params* p) { p->vatt_topk = 4; }, "vatt_topk"},
   };
   for (const auto& c : cases) {
     sa_session_params p;

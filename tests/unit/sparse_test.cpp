@@ -526,32 +526,4 @@ TEST_F(sparse_api, head_stats_report_each_head_of_the_last_step) {
   sa_session_destroy(s);
 }
 
-TEST_F(sparse_api, bad_sparse_params_are_rejected_with_their_name) {
-  const struct {
-    void (*set)(sa_session_params*);
-    const char* name;
-  } cases[] = {
-      {[](sa_session_params* p) { p->sparse = 7; }, "sparse"},
-      {[](sa_session_params* p) { p->sparse = SA_SPARSE_QUEST, p->memory = SA_MEMORY_CASCADE; }, "SA_MEMORY_FULL"},
-      {[](sa_session_params* p) { p->page_size = 0; }, "page_size"},
-      {[](sa_session_params* p) { p->budget_tokens = -1; }, "budget_tokens"},
-      {[](sa_session_params* p) { p->budget_ratio = 1.5f; }, "budget_ratio"},
-      {[](sa_session_params* p) { p->local_pages = 0; }, "local_pages"},
-      {[](sa_session_params* p) { p->min_pages = 0; }, "min_pages"},
-      {[](sa_session_params* p) { p->select_granularity = 3; }, "select_granularity"},
-      {[](sa_session_params* p) { p->rectify_every = -2; }, "rectify_every"},
-      {[](sa_session_params* p) { p->vatt_epsilon = 0; }, "vatt_epsilon"},
-      {[](sa_session_params* p) { p->vatt_delta = 1; }, "vatt_delta"},
-      {[](sa_session_params* p) { p->vatt_topk = 4; }, "vatt_topk"},
-  };
-  for (const auto& c : cases) {
-    sa_session_params p;
-    sa_session_params_init(&p);
-    c.set(&p);
-    sa_session* s = nullptr;
-    EXPECT_EQ(sa_session_create(model_, &p, &s), SA_ERR_INVALID_ARG) << c.name;
-    EXPECT_NE(std::string(sa_last_error()).find(c.name), std::string::npos) << sa_last_error();
-  }
-}
-
 }  // namespace
