@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
     ("sinks", "sink tokens", cxxopts::value<int>()->default_value("64"))
     ("cascades", "cascade sub-caches", cxxopts::value<int>()->default_value("4"))
     ("beta", "cascade EMA factor", cxxopts::value<float>()->default_value("0.9999"))
-    ("reduction", "cascade score over a GQA group: max, mean or median",
+    ("reduction", "cascade score over a GQA group: max, mean or median; none = no token "
+                  "selection (the paper's ablation)",
         cxxopts::value<std::string>()->default_value("max"))
     ("homogeneous", "cascade: one keep/drop decision for all KV heads")
     ("stride", "prefill chunk in tokens (strided prefill)",
@@ -231,6 +232,7 @@ int main(int argc, char** argv) {
         sp.cascade_reduction = red == "mean"     ? SA_CASCADE_REDUCE_MEAN
                                : red == "median" ? SA_CASCADE_REDUCE_MEDIAN
                                : red == "max"    ? SA_CASCADE_REDUCE_MAX
+                               : red == "none"   ? SA_CASCADE_REDUCE_NONE
                                                  : -1;
         sp.cascade_homogeneous = args.count("homogeneous") ? 1 : 0;
         if (!store.empty()) {

@@ -311,6 +311,9 @@ typedef struct sa_session sa_session;
 #define SA_CASCADE_REDUCE_MAX    0
 #define SA_CASCADE_REDUCE_MEAN   1
 #define SA_CASCADE_REDUCE_MEDIAN 2
+/* No token selection: no scores are kept and a sub-cache that does not accept always takes the
+** incoming token (the Cascading KV Cache paper's ablation "without token selection"). */
+#define SA_CASCADE_REDUCE_NONE   3
 
 typedef struct sa_session_params {
   uint32_t struct_size; /* sizeof(sa_session_params) */

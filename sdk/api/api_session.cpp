@@ -89,6 +89,7 @@ sa::session_config to_config(const sa_session_params& p) {
     case SA_CASCADE_REDUCE_MAX: c.reduction = sa::cascade_reduction::max; break;
     case SA_CASCADE_REDUCE_MEAN: c.reduction = sa::cascade_reduction::mean; break;
     case SA_CASCADE_REDUCE_MEDIAN: c.reduction = sa::cascade_reduction::median; break;
+    case SA_CASCADE_REDUCE_NONE: c.reduction = sa::cascade_reduction::none; break;
     default:
       sa::fail(SA_ERR_INVALID_ARG, "cascade_reduction %d is not an SA_CASCADE_REDUCE_* value",
                p.cascade_reduction);

@@ -264,6 +264,8 @@ size_t cascade_index::bytes() const {
 float reduce_heads(cascade_reduction r, const float* values, int32_t n) {
   if (n < 1 || !values) fail(SA_ERR_INVALID_ARG, "reduce_heads: %d values", n);
   switch (r) {
+    case cascade_reduction::none:
+      return 0.0f;
     case cascade_reduction::max:
       return *std::max_element(values, values + n);
     case cascade_reduction::mean: {

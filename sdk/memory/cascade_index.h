@@ -25,7 +25,10 @@
 
 namespace sa {
 
-enum class cascade_reduction { max, mean, median };
+// How a KV head's score is formed from its query heads' attention. `none` keeps no scores at
+// all: every comparison is a tie, so a sub-cache that does not accept always takes the incoming
+// token (the paper's ablation "without token selection").
+enum class cascade_reduction { max, mean, median, none };
 
 struct cascade_config {
   int32_t n_sinks = 64;    // NS (>= 0)
@@ -127,7 +130,8 @@ class cascade_index {
 };
 
 // Reduces per-query-head values over a GQA group of n >= 1 heads. median is the lower median
-// for even n (the element of rank (n-1)/2), as torch.median, which the reference calls.
+// for even n (the element of rank (n-1)/2), as torch.median, which the reference calls; none
+// gives 0.
 float reduce_heads(cascade_reduction r, const float* values, int32_t n);
 
 }  // namespace sa

@@ -46,7 +46,7 @@ std::unique_ptr<kv_memory> session::make_memory(backend& be, const model& m,
   mc.index.beta = c.beta;
   mc.reduction = c.reduction;
   mc.homogeneous = c.homogeneous;
-  mc.scores = c.memory == memory_kind::cascade;
+  mc.scores = c.memory == memory_kind::cascade && c.reduction != cascade_reduction::none;
   return std::make_unique<cascade_memory>(be, hp, rope, mc, c.n_batch);
 }
 

@@ -28,7 +28,7 @@ constexpr choice<memory_kind> k_memories[] = {
     {memory_kind::cascade, "cascade"}};
 constexpr choice<cascade_reduction> k_reductions[] = {
     {cascade_reduction::max, "max"}, {cascade_reduction::mean, "mean"},
-    {cascade_reduction::median, "median"}};
+    {cascade_reduction::median, "median"}, {cascade_reduction::none, "none"}};
 constexpr choice<sparse_method> k_methods[] = {{sparse_method::none, "none"},
                                                {sparse_method::quest, "quest"},
                                                {sparse_method::vattention, "vattention"},

@@ -674,6 +674,7 @@ TEST(cascade_index, reduce_heads_over_a_group) {
     EXPECT_EQ(sa::reduce_heads(r, one, 1), -2.5f);
   const float odd[] = {3, -1, 7, 0, 2};
   EXPECT_EQ(sa::reduce_heads(cascade_reduction::max, odd, 5), 7.0f);
+  EXPECT_EQ(sa::reduce_heads(cascade_reduction::none, odd, 5), 0.0f);
   EXPECT_FLOAT_EQ(sa::reduce_heads(cascade_reduction::mean, odd, 5), 11.0f / 5);
   EXPECT_EQ(sa::reduce_heads(cascade_reduction::median, odd, 5), 2.0f);
   const float even[] = {4, 1, 3, 2};  // lower median, as torch.median

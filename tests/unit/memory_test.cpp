@@ -169,6 +169,44 @@ TEST(cascade_memory, reductions_and_homogeneous_heads_run_and_decide_differently
   EXPECT_GT(distinct, 0);
 }
 
+// Without token selection no score is kept: every comparison is a tie, which the incoming token
+// wins, so every KV head holds what a bare index fed all-zero scores holds, and the result
+// differs from selecting by attention.
+TEST(cascade_memory, no_selection_keeps_what_zero_scores_keep) {
+  const auto m = tiny();
+  const int32_t ns = 4, w = 8, c = 4, stride = 8;
+  const std::vector<int32_t> tokens = stream(200, 4);
+  auto cfg = bounded(sa::memory_kind::cascade, ns, ns + c * w, c, stride);
+  cfg.reduction = sa::cascade_reduction::none;
+  sa::session s(m, cfg);
+  s.prefill(tokens, nullptr);
+  cfg.reduction = sa::cascade_reduction::max;
+  sa::session selecting(m, cfg);
+  selecting.prefill(tokens, nullptr);
+  EXPECT_NE(s.logits(), selecting.logits());
+
+  sa::cascade_config ic;
+  ic.n_sinks = ns;
+  ic.n_cascades = c;
+  ic.window = w;
+  const int32_t kv = m->hp().n_kv_heads;
+  sa::cascade_index bare(ic, kv);
+  std::vector<sa::cascade_index::move> moves;
+  for (size_t done = 0; done < tokens.size(); done += stride) {
+    const int32_t n = static_cast<int32_t>(std::min<size_t>(stride, tokens.size() - done));
+    const std::vector<float> zeros(static_cast<size_t>(kv * n), 0.0f);
+    bare.push(n, zeros.data(), moves);
+  }
+  for (int32_t layer = 0; layer < m->hp().n_layers; ++layer) {
+    const auto& idx = static_cast<const sa::cascade_memory&>(s.memory()).index(layer);
+    for (int32_t h = 0; h < kv; ++h)
+      for (int32_t slot = 0; slot < idx.n_slots(); ++slot) {
+        EXPECT_EQ(idx.original_index(h, slot), bare.original_index(h, slot));
+        EXPECT_EQ(idx.score(h, slot), 0.0f);
+      }
+  }
+}
+
 TEST(cascade_memory, bad_configurations_are_rejected) {
   const auto m = tiny();
   EXPECT_THROW(sa::session(m, bounded(sa::memory_kind::cascade, 4, 4 + 10, 3, 8)), sa::error);
