@@ -54,10 +54,7 @@ void cascade_memory::read_state(state_reader& r) {
   try {
     const std::vector<uint8_t> bytes = r.get("cascade/meta");
     byte_unpacker meta(bytes, "cascade/meta");
-    const auto version = meta.get<uint32_t>();
-    if (version != k_version)
-      fail(SA_ERR_STORE, "cascade/meta has state version %u; this library reads version %u",
-           version, k_version);
+    meta.expect_version(k_version);
     const auto layers = meta.get<int32_t>(), heads = meta.get<int32_t>(),
                head_dim = meta.get<int32_t>(), sinks = meta.get<int32_t>(),
                cascades = meta.get<int32_t>(), window = meta.get<int32_t>();

@@ -85,10 +85,7 @@ void dense_memory::read_state(state_reader& r) {
   try {
     const std::vector<uint8_t> bytes = r.get("dense/meta");
     byte_unpacker meta(bytes, "dense/meta");
-    const auto version = meta.get<uint32_t>();
-    if (version != k_version)
-      fail(SA_ERR_STORE, "dense/meta has state version %u; this library reads version %u",
-           version, k_version);
+    meta.expect_version(k_version);
     const auto size = meta.get<int64_t>(), capacity = meta.get<int64_t>();
     const auto layers = meta.get<int32_t>(), heads = meta.get<int32_t>(),
                head_dim = meta.get<int32_t>();

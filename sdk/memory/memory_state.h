@@ -96,6 +96,13 @@ class byte_unpacker {
     std::memcpy(v.data(), bytes_.data() + at_, n * sizeof(T));
     at_ += n * sizeof(T);
   }
+  // Reads a u32 state version; throws SA_ERR_STORE unless it is `version`.
+  void expect_version(uint32_t version) {
+    const auto v = get<uint32_t>();
+    if (v != version)
+      fail(SA_ERR_STORE, "%s has state version %u; this library reads version %u", what_.c_str(), v,
+           version);
+  }
   // Throws unless every byte was read.
   void finish() const {
     if (at_ != bytes_.size())

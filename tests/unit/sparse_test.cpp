@@ -374,7 +374,7 @@ TEST(sparse_session, vattention_at_tiny_epsilon_samples_everything_and_equals_de
     for (size_t j = 0; j < want[i].size(); ++j)
       ASSERT_NEAR(got[i][j], want[i][j], 2e-4 * (1 + std::fabs(want[i][j]))) << i;
   const sa::session_stats st = s.stats();
-  EXPECT_EQ(st.sparse_keys_attended, st.sparse_keys_total + 0) << "all residual keys sampled";
+  EXPECT_EQ(st.sparse_keys_attended, st.sparse_keys_total) << "all residual keys sampled";
 }
 
 TEST(sparse_session, quest_at_a_small_budget_reads_fewer_keys_and_reports_them) {

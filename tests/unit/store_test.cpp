@@ -557,6 +557,22 @@ TEST_F(store, newer_schema_is_refused) {
   sa_session_destroy(s);
 }
 
+// A memory's state header written by a future library version is refused by name.
+TEST(memory_state, a_header_of_another_version_is_refused) {
+  const std::vector<uint8_t> bytes = {3, 0, 0, 0, 0xFB, 0xFF, 0xFF, 0xFF};  // u32 3, i32 -5
+  sa::byte_unpacker same(bytes, "dense/meta");
+  same.expect_version(3);
+  EXPECT_EQ(same.get<int32_t>(), -5);
+  sa::byte_unpacker other(bytes, "dense/meta");
+  try {
+    other.expect_version(2);
+    ADD_FAILURE() << "version 3 accepted as 2";
+  } catch (const sa::error& e) {
+    EXPECT_EQ(e.status(), SA_ERR_STORE);
+    EXPECT_STREQ(e.what(), "dense/meta has state version 3; this library reads version 2");
+  }
+}
+
 // Flips one bit in the middle of chunk 0 of a blob, directly in the file.
 void flip_bit(const std::string& db, const char* blob) {
   sqlite3* h = nullptr;
