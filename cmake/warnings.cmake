@@ -3,21 +3,27 @@ function(sa_set_warnings target)
   if(MSVC)
     target_compile_options(${target} PRIVATE /W4 $<$<BOOL:${SA_WERROR}>:/WX>)
   else()
-    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
-      -Wno-sign-conversion $<$<BOOL:${SA_WERROR}>:-Werror>)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>
+      $<$<AND:$<COMPILE_LANGUAGE:C,CXX>,$<BOOL:${SA_WERROR}>>:-Werror>)
     # The sanitizers' instrumentation makes GCC's flow-based maybe-uninitialized analysis report
     # false positives inside libstdc++ (std::function in <regex>); the release build keeps it.
     if(SA_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-      target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized)
+      target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:C,CXX>:-Wno-maybe-uninitialized>)
     endif()
+    # Device code: every nvcc warning, and the host compiler's on the host half of .cu files.
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
+      $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${SA_WERROR}>>:-Werror=all-warnings -Xcompiler=-Werror>)
   endif()
 endfunction()
 
 if(SA_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined
-                      -fno-omit-frame-pointer)
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=address,undefined>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=undefined>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>)
   add_link_options(-fsanitize=address,undefined)
 endif()
 if(SA_NATIVE)
-  add_compile_options(-march=native)
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-march=native>)
 endif()

@@ -20,6 +20,7 @@
 #include <cxxopts.hpp>
 
 #include "backend/backend.h"
+#include "backend/step_buffer.h"
 #include "memory/cascade_index.h"
 #include "sa/sa.h"
 #include "sparse_decode.h"
@@ -47,7 +48,8 @@ double cascade_update_ns(const shape& sh, int32_t cache, int32_t sinks, int32_t 
   c.n_cascades = cascades;
   c.window = (cache - sinks) / cascades;
   sa::cascade_index idx(c, sh.kv_heads);
-  auto be = sa::make_backend(sa::backend_kind::cpu, 1);
+  auto be = sa::make_backend(sa::backend_kind::cpu, 0, 1);
+  sa::step_buffer meta(*be);
   const int64_t rows = idx.n_slots() + 1;
   sa::buffer_ptr kb = be->alloc(static_cast<size_t>(sh.kv_heads * rows * sh.head_dim) * 4);
   sa::buffer_ptr vb = be->alloc(static_cast<size_t>(sh.kv_heads * rows * sh.head_dim) * 4);
@@ -60,7 +62,7 @@ double cascade_update_ns(const shape& sh, int32_t cache, int32_t sinks, int32_t 
   std::uniform_real_distribution<float> u(0.0f, 1e-3f);
   std::vector<float> inc(static_cast<size_t>(sh.kv_heads) * idx.n_slots()), init(sh.kv_heads);
   std::vector<sa::cascade_index::move> moves;
-  std::vector<sa::row_move> row_moves;
+  std::vector<int32_t> row_moves;
   // Warm up past the fill so every step is a steady-state step.
   auto step = [&] {
     for (float& x : inc) x = u(rng);
@@ -69,9 +71,12 @@ double cascade_update_ns(const shape& sh, int32_t cache, int32_t sinks, int32_t 
     moves.clear();
     idx.push(1, init.data(), moves);
     row_moves.clear();
-    for (const auto& m : moves) row_moves.push_back({m.stream, m.src, m.dst});
-    be->move_rows(k, rows, row_moves);
-    be->move_rows(v, rows, row_moves);
+    for (const auto& m : moves) row_moves.insert(row_moves.end(), {m.stream, m.src, m.dst});
+    meta.clear();
+    const sa::tensor mv = meta.put(row_moves);
+    meta.flush();
+    be->move_rows(k, rows, mv, static_cast<int64_t>(moves.size()));
+    be->move_rows(v, rows, mv, static_cast<int64_t>(moves.size()));
   };
   for (int64_t i = 0; i < cache + 64; ++i) step();
   // The random increments are drawn outside the timed region's cost model: time them alone too.

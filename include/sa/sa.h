@@ -266,11 +266,18 @@ SA_API void sa_detokenizer_destroy(sa_detokenizer *detokenizer);
 */
 typedef struct sa_session sa_session;
 
-/* Compute backends (sa_session_params.backend). */
-#define SA_BACKEND_AUTO 0 /* the best compiled-in backend: CUDA, then Vulkan, then CPU */
+/* Compute backends (sa_session_params.backend, sa_backend_desc.kind). */
+#define SA_BACKEND_AUTO 0 /* the best backend this build and machine offer: the first CUDA
+                             device when there is one, otherwise the CPU */
 #define SA_BACKEND_CPU  1
-#define SA_BACKEND_CUDA 2 /* not in this release: SA_ERR_UNSUPPORTED */
+#define SA_BACKEND_CUDA 2 /* NVIDIA GPUs (a build with the CUDA backend, a driver and a GPU) */
 #define SA_BACKEND_VULKAN 3 /* not in this release: SA_ERR_UNSUPPORTED */
+
+/* Element type of the KV cache (sa_session_params.kv_type). */
+#define SA_KV_DEFAULT 0 /* the backend's choice: F32 on the CPU, F16 on a GPU */
+#define SA_KV_F32     1
+#define SA_KV_F16     2 /* half the memory and bytes read of F32; IEEE binary16 */
+#define SA_KV_BF16    3 /* as F16 in size, with F32's range and 8 bits of mantissa */
 
 /* KV memory (sa_session_params.memory). */
 #define SA_MEMORY_DENSE     0 /* every token's K/V kept (up to n_ctx); attention reads all */
@@ -363,6 +370,11 @@ typedef struct sa_session_params {
   const char *session_id; /* the session's name in that file (1..1024 bytes); NULL (default) */
   int32_t autosave;       /* SA_AUTOSAVE_*; default SA_AUTOSAVE_OFF. Needs store_path and
                              session_id */
+  /* Where the session runs (see "Backends" below). */
+  int32_t device;         /* index among the devices of the chosen backend kind (0 = the first);
+                             default 0. With SA_BACKEND_AUTO it must be 0 */
+  int32_t kv_type;        /* SA_KV_*; default SA_KV_DEFAULT. Resumed sessions keep the type
+                             they were saved with */
 } sa_session_params;
 
 /* sa_session_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
@@ -377,8 +389,11 @@ SA_API void sa_session_params_init(sa_session_params *params);
 **                    then joins the cache (n_batch = 1 equals token-by-token processing).
 ** [out] out_session  receives the session on SA_OK, NULL otherwise; not NULL.
 ** Returns SA_OK; SA_ERR_MISUSE (bad model handle); SA_ERR_INVALID_ARG (a param out of range:
-** the message names it); SA_ERR_UNSUPPORTED (a backend or memory kind not in this build);
-** SA_ERR_NOMEM. The session holds a reference to the model (see "Objects and lifetimes").
+** the message names it); SA_ERR_UNSUPPORTED (a backend not in this build, a CUDA device that
+** is not present or has no usable driver, or a model shape that backend cannot run: the
+** message says which); SA_ERR_NOMEM (also: the GPU's memory cannot hold the model or the KV
+** cache); SA_ERR_BACKEND (the device failed). The session holds a reference to the model (see
+** "Objects and lifetimes"). Sessions on one device share one copy of the model's weights.
 */
 SA_API sa_status sa_session_create(sa_model *model, const sa_session_params *params,
                                    sa_session **out_session);
@@ -436,8 +451,10 @@ SA_API sa_status sa_sample(sa_session *session, int32_t *out_token);
 SA_API sa_status sa_decode_step(sa_session *session, int32_t token_in, int32_t *out_token);
 
 /* sa_session_logits — the logits after the last processed token, n_vocab floats, or NULL when
-** none were computed yet. Valid until the next call on the session. *out_n_vocab (may be
-** NULL) receives their count. */
+** none were computed yet (or, on a GPU, when they could not be read back: the reason is in
+** sa_session_errmsg()). Valid until the next call on the session. *out_n_vocab (may be NULL)
+** receives their count. On a GPU the logits stay in device memory until this is called: a
+** decode step that samples on the device transfers only the token id. */
 SA_API const float *sa_session_logits(const sa_session *session, int32_t *out_n_vocab);
 
 /* sa_session_tokens — the token history (every token appended so far, in order). Valid until
@@ -464,6 +481,9 @@ typedef struct sa_stats {
                                        ran sparse */
   uint64_t sparse_keys_total;       /* keys dense attention would have read for those pairs */
   uint64_t n_rectified;             /* tokens rewritten by ReSA rectification so far */
+  int32_t backend;                  /* SA_BACKEND_CPU or SA_BACKEND_CUDA: where it runs */
+  int32_t device;                   /* the device index within that kind */
+  int32_t kv_type;                  /* SA_KV_F32, SA_KV_F16 or SA_KV_BF16 */
 } sa_stats;
 
 /* sa_session_stats — counters of the session. out->struct_size must be set; fields up to it
@@ -492,6 +512,40 @@ typedef struct sa_head_stat {
 */
 SA_API sa_status sa_session_head_stats(const sa_session *session, sa_head_stat *out,
                                        size_t capacity, size_t *out_n);
+
+/* ========================================================================================
+** Backends
+**
+** A build of sa may include several compute backends; sa_backend_count() and sa_backend_info()
+** list the devices this build can use on this machine: the CPU first (always present), then
+** each CUDA GPU. A library built with CUDA loads and runs on machines without an NVIDIA driver
+** or GPU: the CUDA devices are then simply absent from the list (the CUDA runtime is linked
+** statically and the driver is looked for only when first needed).
+*/
+typedef struct sa_backend_desc {
+  uint32_t struct_size;     /* set by the caller: sizeof(sa_backend_desc) */
+  int32_t kind;             /* SA_BACKEND_CPU or SA_BACKEND_CUDA */
+  int32_t device;           /* index within its kind (sa_session_params.device) */
+  char name[128];           /* "NVIDIA H100 80GB HBM3", "CPU (16 threads)"; NUL-terminated */
+  uint64_t memory_bytes;    /* device memory (for the CPU: physical memory) */
+  uint64_t free_bytes;      /* free memory when listed */
+  int32_t compute_major;    /* CUDA compute capability (9.0 for Hopper); 0 for the CPU */
+  int32_t compute_minor;
+  int32_t multiprocessors;  /* streaming multiprocessors (CUDA) or hardware threads (CPU) */
+} sa_backend_desc;
+
+/* sa_backend_count — the number of devices sa_backend_info() describes (at least 1: the CPU).
+** Threading: any thread. Never fails. */
+SA_API int32_t sa_backend_count(void);
+
+/*
+** sa_backend_info — describe device `index` of the list, 0 <= index < sa_backend_count().
+**
+** [out] out  struct_size must be set by the caller; fields up to that size are filled.
+** Returns SA_OK; SA_ERR_INVALID_ARG (index out of range, out NULL or struct_size too small).
+** Threading: any thread.
+*/
+SA_API sa_status sa_backend_info(int32_t index, sa_backend_desc *out);
 
 /* ========================================================================================
 ** Session store

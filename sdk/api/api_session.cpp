@@ -66,14 +66,8 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
 
 sa::session_config to_config(const sa_session_params& p) {
   sa::session_config c;
-  switch (p.backend) {
-    case SA_BACKEND_AUTO:
-    case SA_BACKEND_CPU: c.backend = sa::backend_kind::cpu; break;
-    case SA_BACKEND_CUDA:
-    case SA_BACKEND_VULKAN:
-      sa::fail(SA_ERR_UNSUPPORTED, "backend %d is not compiled into this build (CPU only)", p.backend);
-    default: sa::fail(SA_ERR_INVALID_ARG, "backend %d is not an SA_BACKEND_* value", p.backend);
-  }
+  sa::api::choose_backend(p, c);
+  sa::api::choose_kv_type(p, c);
   if (p.n_threads < 0 || p.n_threads > 1024)
     sa::fail(SA_ERR_INVALID_ARG, "n_threads %d is outside [0, 1024]", p.n_threads);
   if (p.n_ctx < 0) sa::fail(SA_ERR_INVALID_ARG, "n_ctx %d is negative", p.n_ctx);
@@ -212,8 +206,7 @@ sa_status sa_sample(sa_session* session, int32_t* out_token) {
 sa_status sa_decode_step(sa_session* session, int32_t token_in, int32_t* out_token) {
   int32_t token = -1;
   const sa_status st = on_session(session, [&](sa::session& s) {
-    s.decode(token_in);
-    if (out_token) token = s.sample();
+    s.decode(token_in, out_token ? &token : nullptr);
     sa::api::autosave(*session, true);  // after sampling: the saved sampler state is current
   });
   if (st != SA_OK || !out_token) return st;
@@ -223,8 +216,14 @@ sa_status sa_decode_step(sa_session* session, int32_t token_in, int32_t* out_tok
 const float* sa_session_logits(const sa_session* session, int32_t* out_n_vocab) {
   if (out_n_vocab) *out_n_vocab = 0;
   if (!registry<sa_session>::contains(session) || !session->impl->has_logits()) return nullptr;
-  if (out_n_vocab) *out_n_vocab = static_cast<int32_t>(session->impl->logits().size());
-  return session->impl->logits().data();
+  const float* logits = nullptr;
+  sa_session* s = const_cast<sa_session*>(session);
+  const sa_status st = guarded(&s->errmsg, [&] {
+    const std::vector<float>& l = s->impl->logits();  // a GPU session downloads them here
+    if (out_n_vocab) *out_n_vocab = static_cast<int32_t>(l.size());
+    logits = l.data();
+  });
+  return st == SA_OK ? logits : nullptr;
 }
 
 sa_status sa_session_tokens(const sa_session* session, const int32_t** out_tokens, size_t* out_n) {
@@ -254,6 +253,9 @@ sa_status sa_session_stats(const sa_session* session, sa_stats* out) {
     o.sparse_keys_attended = st.sparse_keys_attended;
     o.sparse_keys_total = st.sparse_keys_total;
     o.n_rectified = st.n_rectified;
+    o.backend = sa::api::backend_code(s.config().backend);
+    o.device = s.config().device;
+    o.kv_type = sa::api::kv_type_code(s.config().kv_type.value_or(sa::dtype::f32));
     sa::api::write_info(out, o, "sa_stats");
   });
 }

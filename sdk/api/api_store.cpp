@@ -74,22 +74,15 @@ sa_status sa_session_resume(sa_model* model, const sa_session_params* params,
     const sa_session_params p = sa::api::read_params(params, defaults, "sa_session_params");
     if (!p.store_path || !p.session_id)
       sa::fail(SA_ERR_INVALID_ARG, "params.store_path and params.session_id must name the session");
-    switch (p.backend) {
-      case SA_BACKEND_AUTO:
-      case SA_BACKEND_CPU: break;
-      case SA_BACKEND_CUDA:
-      case SA_BACKEND_VULKAN:
-        sa::fail(SA_ERR_UNSUPPORTED, "backend %d is not compiled into this build (CPU only)",
-                 p.backend);
-      default: sa::fail(SA_ERR_INVALID_ARG, "backend %d is not an SA_BACKEND_* value", p.backend);
-    }
+    sa::session_config where;
+    sa::api::choose_backend(p, where);
     if (p.n_threads < 0 || p.n_threads > 1024)
       sa::fail(SA_ERR_INVALID_ARG, "n_threads %d is outside [0, 1024]", p.n_threads);
     sa::api::check_autosave(p.autosave);
     auto s = std::make_unique<sa_session>();
     s->model = model->impl;
     s->impl = sa::store::session_saver::resume(model->impl, p.store_path, p.session_id,
-                                               sa::backend_kind::cpu, p.n_threads, s->saver);
+                                               where.backend, where.device, p.n_threads, s->saver);
     s->autosave = p.autosave;
     registry<sa_session>::add(s.get());
     *out_session = s.release();

@@ -134,6 +134,14 @@ void write_info(P* out, P filled, const char* what) {
 void attach_store(sa_session& s, const sa_session_params& p);
 void autosave(sa_session& s, bool decode);
 
+// The session's backend and device from its params (api_backend.cpp): AUTO picks the first
+// CUDA device when there is one. Throws SA_ERR_UNSUPPORTED (kind not built, device absent) or
+// SA_ERR_INVALID_ARG.
+void choose_backend(const sa_session_params& p, sa::session_config& c);
+void choose_kv_type(const sa_session_params& p, sa::session_config& c);
+int32_t kv_type_code(sa::dtype t);
+int32_t backend_code(sa::backend_kind k);
+
 // Copies bytes to a caller buffer; SA_ERR_BUFFER_TOO_SMALL (with *out_len) when they don't fit.
 void copy_out(const std::string& bytes, char* buf, size_t capacity, size_t* out_len,
               bool nul_terminate);

@@ -1,22 +1,87 @@
 #include "backend/backend.h"
 
+#include <thread>
+#include <unistd.h>
+
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#ifdef SA_WITH_CUDA
+#include "backend/cuda/cuda_entry.h"
+#endif
 
 namespace sa {
 
-tensor new_f32_tensor(backend& be, std::vector<buffer_ptr>& owned, int64_t cols, int64_t rows) {
-  owned.push_back(be.alloc(static_cast<size_t>(cols * rows) * sizeof(float)));
+buffer_ptr backend::import_host(const void* host, size_t bytes) {
+  (void)host;
+  (void)bytes;
+  fail(SA_ERR_INTERNAL, "%s backend: weights are copied, not imported in place", name());
+}
+
+tensor new_tensor(backend& be, std::vector<buffer_ptr>& owned, dtype type, int64_t cols,
+                  int64_t rows) {
+  const size_t bytes = static_cast<size_t>(row_bytes(type, cols) * rows);
+  owned.push_back(be.alloc(bytes));
   tensor t;
   t.buf = owned.back().get();
+  t.type = type;
   t.ne[0] = cols;
   t.ne[1] = rows;
   return t;
 }
 
-std::unique_ptr<backend> make_backend(backend_kind kind, int32_t n_threads) {
+tensor new_f32_tensor(backend& be, std::vector<buffer_ptr>& owned, int64_t cols, int64_t rows) {
+  return new_tensor(be, owned, dtype::f32, cols, rows);
+}
+
+bool backend_compiled(backend_kind kind) {
+  switch (kind) {
+    case backend_kind::cpu: return true;
+    case backend_kind::cuda:
+#ifdef SA_WITH_CUDA
+      return true;
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+std::vector<device_info> list_devices(backend_kind kind, std::string* why_none) {
+  switch (kind) {
+    case backend_kind::cpu: {
+      device_info d;
+      const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+      d.name = "CPU (" + std::to_string(n) + " threads)";
+      const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+      const long avail = sysconf(_SC_AVPHYS_PAGES);
+      if (pages > 0 && page > 0) d.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+      if (avail > 0 && page > 0) d.free_bytes = static_cast<uint64_t>(avail) * static_cast<uint64_t>(page);
+      d.multiprocessors = static_cast<int32_t>(n);
+      return {d};
+    }
+    case backend_kind::cuda:
+#ifdef SA_WITH_CUDA
+      return cuda::list_devices(why_none);
+#else
+      if (why_none) *why_none = "this build of sa has no CUDA backend (built with SA_CUDA=OFF or without nvcc)";
+      return {};
+#endif
+  }
+  return {};
+}
+
+std::unique_ptr<backend> make_backend(backend_kind kind, int32_t device, int32_t n_threads) {
   switch (kind) {
     case backend_kind::cpu: return std::make_unique<cpu::cpu_backend>(n_threads);
+    case backend_kind::cuda: {
+#ifdef SA_WITH_CUDA
+      return cuda::make_backend(device);
+#else
+      (void)device;
+      fail(SA_ERR_UNSUPPORTED,
+           "the CUDA backend is not compiled into this build (built with SA_CUDA=OFF or without nvcc)");
+#endif
+    }
   }
   fail(SA_ERR_UNSUPPORTED, "backend not compiled into this build");
 }

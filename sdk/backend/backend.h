@@ -2,21 +2,31 @@
 // of the forward pass as calls on the backend.
 //
 // The CPU backend (sdk/backend/cpu/) implements every op in plain loops and is the reference
-// that CUDA and Vulkan backends are checked against, op by op, with the same calls. Nothing
-// above this interface touches device memory directly: the forward pass only passes tensors
-// (buffer + offset + shape) and small host arrays (token ids, positions, lengths) that a device
-// backend uploads itself.
+// that the CUDA backend (sdk/backend/cuda/, kernels in cuda/) is checked against, op by op,
+// with the same calls (tests/unit/ops_test.cpp runs every op on every compiled backend).
 //
-// Conventions: activations are f32; weights may be any sa::dtype. Tensors are row-major with
-// ne[0] the contiguous axis, so a [rows][cols] matrix has ne = {cols, rows}. All ops are
-// synchronous from the caller's point of view unless the backend documents otherwise; errors
-// throw sa::error(SA_ERR_BACKEND / SA_ERR_NOMEM).
+// Made for devices:
+//   - Ops are enqueued: a device backend runs them asynchronously, in call order, on its own
+//     stream. Only download() (and synchronize()) waits.
+//   - Per-step metadata (token ids, positions, cache slots, key-set lists, row moves) lives in
+//     device memory: ops take it as i32 tensors, uploaded once per batch through a
+//     step_buffer, never as host arrays. Host integers that ops still take are launch shapes
+//     (counts, upper bounds), which is what lets one recorded step replay with other values.
+//   - run_step() records a step once per shape key and replays it (a CUDA graph).
+//
+// Conventions: activations are f32; weights may be any weight dtype; K/V caches are f32, f16
+// or bf16 (the session's kv_type); metadata is i32. Tensors are row-major with ne[0] the
+// contiguous axis, so a [rows][cols] matrix has ne = {cols, rows}. Errors throw
+// sa::error(SA_ERR_BACKEND / SA_ERR_NOMEM / SA_ERR_UNSUPPORTED); bad internal arguments throw
+// SA_ERR_INTERNAL.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -39,6 +49,7 @@ struct tensor {
   int64_t ne[4] = {1, 1, 1, 1};
 
   int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+  int64_t elements() const { return ne[0] * rows(); }
   size_t row_size() const { return static_cast<size_t>(row_bytes(type, ne[0])); }
   size_t n_bytes() const { return row_size() * static_cast<size_t>(rows()); }
   // Rows [first, first + count) of a tensor viewed as 2-D [rows][ne0].
@@ -69,66 +80,131 @@ struct rope_params {
   int32_t n_rot = 0;            // rotated dims per head (even, <= head_dim)
   float freq_base = 10000.0f;   // theta_i = pos * freq_scale * base^(-2i/n_rot) / factor_i
   float freq_scale = 1.0f;
-  const float* freq_factors = nullptr;  // [n_rot/2] host array, or nullptr
+  const tensor* freq_factors = nullptr;  // f32 [n_rot/2] on the backend, or nullptr
 };
 
-// The keys and values attention reads.
-//   k: [n_kv_heads][k_capacity][head_dim] f32, key j of head g at row j (keys already rotated);
-//   v: [n_kv_heads][v_capacity][head_dim] f32, value j at row v_rows[j], or row j when v_rows is
-//      empty. (Memories that keep keys before RoPE rotate the keys they attend into a compact
-//      buffer but read values in place.)
+// The keys and values attention reads, of the cache type (f32, f16 or bf16).
+//   k: [n_kv_heads][capacity][head_dim], key j of head g at row j (keys already rotated);
+//   v: [n_kv_heads][v_capacity][head_dim], value j at row v_rows[j], or row j without v_rows.
+// (Memories that keep keys before RoPE rotate the keys they attend into a compact buffer but
+// read values in place.)
 struct kv_view {
   const tensor* k = nullptr;
   const tensor* v = nullptr;
-  int64_t capacity = 0;           // rows per head of k (and of v when v_capacity is 0)
-  int64_t v_capacity = 0;         // rows per head of v; 0 = capacity
-  std::span<const int32_t> v_rows;
+  int64_t capacity = 0;            // rows per head of k (and of v when v_capacity is 0)
+  int64_t v_capacity = 0;          // rows per head of v; 0 = capacity
+  const tensor* v_rows = nullptr;  // i32 [n_keys] or nullptr
 };
 
 // Optional output of attention: the attention mass each key received, summed over the batch
 // rows with weights, mass[h][j] = sum_i row_weights[i] * softmax_i(h)[j]   [n_heads][n_keys]
-// (the EMA increments of the Cascading KV Cache).
+// (the EMA increments of the Cascading KV Cache). Keys a row does not see add nothing.
 struct key_mass {
-  std::span<const float> row_weights;  // [n]
-  const tensor* mass = nullptr;        // [n_heads][n_keys] f32, overwritten
+  const tensor* row_weights = nullptr;  // f32 [n]
+  const tensor* mass = nullptr;         // f32, room for [n_heads][n_keys], overwritten
+  int64_t n_keys = 0;                   // the longest kv_len of the batch
 };
 
 // The keys each (row, query head) item of a sparse attention reads: item i * n_heads + h reads
 // the cache rows slots[offsets[item] .. offsets[item + 1]) of KV head h / (n_heads / n_kv_heads),
 // keys and values at the same row; key j's score gets log_weights[j] added (an importance
-// weight w_j = exp(log_weights[j]); empty = all weights 1).
+// weight w_j = exp(log_weights[j]); nullptr = all weights 1).
 struct key_sets {
-  std::span<const int32_t> offsets;     // [n * n_heads + 1], non-decreasing, from 0
-  std::span<const int32_t> slots;       // [offsets.back()]
-  std::span<const float> log_weights;   // [offsets.back()] or empty
+  const tensor* offsets = nullptr;      // i32 [n * n_heads + 1], non-decreasing, from 0
+  const tensor* slots = nullptr;        // i32 [total]
+  const tensor* log_weights = nullptr;  // f32 [total] or nullptr
+  int64_t total = 0;                    // offsets[last]: the listed keys
+  int64_t largest = 0;                  // the largest set (a launch shape)
 };
 
 // A row copy inside a cache laid out [n_kv_heads][capacity][head_dim]: head `head`, row src to
-// row dst. Copies run in the order given.
+// row dst. Stored as i32 triples; copies run in the order listed.
 struct row_move {
   int32_t head, src, dst;
+};
+
+// Token sampling settings (the session's).
+struct sampler_config {
+  float temperature = 0.0f;  // <= 0: greedy
+  int32_t top_k = 0;         // 0: all tokens
+  float top_p = 1.0f;        // 1: no nucleus cut
+  uint64_t seed = 0;
+};
+
+// What one device of a backend kind is.
+struct device_info {
+  std::string name;            // "NVIDIA H100 80GB HBM3", "CPU (16 threads)"
+  uint64_t memory_bytes = 0;   // total device memory (host: physical memory)
+  uint64_t free_bytes = 0;     // free now
+  int32_t compute_major = 0, compute_minor = 0;  // CUDA compute capability; 0 elsewhere
+  int32_t multiprocessors = 0; // SMs (CUDA), cores (CPU)
 };
 
 class backend {
  public:
   virtual ~backend() = default;
   virtual const char* name() const = 0;
+  // Identifies the memory space: backends with the same id can use each other's buffers (so
+  // sessions on one device share one copy of a model's weights).
+  virtual std::string device_id() const = 0;
+  // The KV element type this backend uses when the session does not choose one.
+  virtual dtype default_kv_type() const = 0;
+  // Makes the calling thread ready to use this backend (a device backend selects its device);
+  // the session calls it on entry, since a session may move between threads.
+  virtual void bind_thread() {}
 
   // ---- memory ---------------------------------------------------------------------------
+  // A zero-filled buffer. Throws SA_ERR_NOMEM when the device is out of memory.
   virtual buffer_ptr alloc(size_t bytes) = 0;
-  // Read-only bytes that live on the host for the backend's lifetime (mapped weights): the CPU
-  // backend uses them in place, a device backend copies them to device memory.
-  virtual buffer_ptr import_host(const void* host, size_t bytes) = 0;
+  // Copies n bytes to dst at offset. On a device this is queued behind the ops already
+  // enqueued; src may be reused as soon as the call returns.
   virtual void upload(buffer& dst, size_t offset, const void* src, size_t n) = 0;
+  // Waits for every enqueued op, then copies n bytes from src at offset.
   virtual void download(const buffer& src, size_t offset, void* dst, size_t n) = 0;
   virtual void synchronize() {}
 
-  // ---- ops --------------------------------------------------------------------------------
-  // out[i][:] = row ids[i] of table, dequantized. table [n_vocab][d] any dtype; out [n][d].
-  virtual void embed(const tensor& table, std::span<const int32_t> ids, const tensor& out) = 0;
+  // ---- weights --------------------------------------------------------------------------
+  // True when weights are used in place from the mapped file (import_host); otherwise they are
+  // copied into buffers in the backend's own layout (weight_size / upload_weight).
+  virtual bool weights_in_place() const { return false; }
+  // Read-only bytes that live on the host for the backend's lifetime (the mapped file).
+  virtual buffer_ptr import_host(const void* host, size_t bytes);
+  // Bytes a [rows][cols] weight of this type takes in the backend's layout (a device backend
+  // may repack quantized blocks so that every load is aligned).
+  virtual size_t weight_size(dtype type, int64_t cols, int64_t rows) const {
+    return static_cast<size_t>(row_bytes(type, cols) * rows);
+  }
+  // Writes a weight given in the file's (GGUF) layout into dst at offset, in the backend's.
+  virtual void upload_weight(buffer& dst, size_t offset, const void* file_bytes, dtype type,
+                             int64_t cols, int64_t rows) {
+    upload(dst, offset, file_bytes, static_cast<size_t>(row_bytes(type, cols) * rows));
+  }
 
-  // y[i][o] = sum_k x[i][k] * w[o][k]. w [n_out][n_in] any dtype; x [n][n_in]; y [n][n_out].
+  // ---- steps ----------------------------------------------------------------------------
+  // Runs enqueue(), which enqueues the ops of one step. A device backend may record the ops
+  // the first times a key is seen and replay the recording for later calls with the same key
+  // (a CUDA graph), so for one key enqueue() must make the same calls with the same launch
+  // shapes, reading everything that changes between steps from device memory.
+  virtual void run_step(uint64_t key, const std::function<void()>& enqueue) {
+    (void)key;
+    enqueue();
+  }
+
+  // ---- ops --------------------------------------------------------------------------------
+  // out[i][:] = row ids[i] of table, dequantized. table [n_vocab][d] a weight; ids i32 [n];
+  // out [n][d].
+  virtual void embed(const tensor& table, const tensor& ids, const tensor& out) = 0;
+
+  // y[i][o] = sum_k x[i][k] * w[o][k]. w [n_out][n_in] a weight; x [n][n_in]; y [n][n_out].
   virtual void matmul(const tensor& w, const tensor& x, const tensor& y) = 0;
+  // y[i][o] += sum_k x[i][k] * w[o][k] (the residual add fused into the product).
+  virtual void matmul_add(const tensor& w, const tensor& x, const tensor& y) = 0;
+  // y_j = x · w_jᵀ for up to three weights sharing one input (attention's q, k, v: one launch).
+  virtual void matmul_n(const tensor& x, std::span<const tensor> w, std::span<const tensor> y) = 0;
+  // out[i][o] = silu(x[i] · gate[o]) * (x[i] · up[o]): the feed-forward's first half, fused.
+  // gate, up [n_ff][n_in] weights of one type; x [n][n_in]; out [n][n_ff].
+  virtual void matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x,
+                             const tensor& out) = 0;
 
   // y[i][c] += b[c]. b [c] f32.
   virtual void add_bias(const tensor& y, const tensor& b) = 0;
@@ -137,8 +213,9 @@ class backend {
   virtual void rmsnorm(const tensor& x, const tensor& w, float eps, const tensor& y) = 0;
 
   // In place on x [n][n_heads][head_dim]: rotate row i's heads by angle(positions[i]).
-  virtual void rope(const tensor& x, int32_t n_heads, int32_t head_dim,
-                    std::span<const int32_t> positions, const rope_params& p) = 0;
+  // positions i32 [n].
+  virtual void rope(const tensor& x, int32_t n_heads, int32_t head_dim, const tensor& positions,
+                    const rope_params& p) = 0;
 
   // out = silu(gate) * up, element-wise. All [n][n_ff]. out may alias gate or up.
   virtual void swiglu(const tensor& gate, const tensor& up, const tensor& out) = 0;
@@ -146,28 +223,36 @@ class backend {
   // a += b, element-wise, same shapes.
   virtual void add(const tensor& a, const tensor& b) = 0;
 
-  // Write src [n][n_kv_heads][head_dim] into cache [n_kv_heads][capacity][head_dim] at
-  // slots[i] for row i.
+  // Write src [n][n_kv_heads][head_dim] f32 into cache [n_kv_heads][capacity][head_dim] (of the
+  // cache type) at slots[i] for row i. slots i32 [n].
   virtual void store_kv(const tensor& cache, int64_t capacity, const tensor& src,
-                        std::span<const int32_t> slots) = 0;
+                        const tensor& slots) = 0;
 
-  // Dense attention with log-sum-exp. q [n][n_heads][head_dim]; row i attends to cache slots
-  // [0, kv_len[i]) of kv; head h reads kv head h / (n_heads / n_kv_heads).
+  // Dense memory's write, fused: rotate q [n][n_heads][head_dim] and k [n][n_kv_heads][head_dim]
+  // in place to positions[i], then store k and v [n][n_kv_heads][head_dim] at slots[i] of the
+  // caches [n_kv_heads][capacity][head_dim]. Equals rope(q), rope(k), store_kv(k), store_kv(v).
+  virtual void rope_store_kv(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads,
+                             int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
+                             const rope_params& p, const tensor& k_cache, const tensor& v_cache,
+                             int64_t capacity, const tensor& slots) = 0;
+
+  // Dense attention with log-sum-exp. q [n][n_heads][head_dim]; row i attends to cache rows
+  // [0, kv_len[i]) of kv; head h reads kv head h / (n_heads / n_kv_heads). kv_len i32 [n], each
+  // at most kv_bound (a launch shape).
   //   out[i][h] = softmax(scale * q[i][h] . K^T) V        [n][n_heads][head_dim]
   //   lse[i][h] = log sum_t exp(scale * q[i][h] . k_t)    [n][n_heads]   (natural log)
   // kv_len[i] = 0 gives out = 0 and lse = -inf (an empty partial).
-  // With `mass`, also the weighted attention mass per key (see key_mass); n_keys is the largest
-  // kv_len.
+  // With `mass`, also the weighted attention mass per key (see key_mass).
   virtual void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
-                         int32_t head_dim, std::span<const int32_t> kv_len, float scale,
+                         int32_t head_dim, const tensor& kv_len, int64_t kv_bound, float scale,
                          const tensor& out, const tensor& lse, const key_mass* mass) = 0;
 
   // Partial attention over key sets (the primitive of every sparse method):
   //   out[i][h] = sum_j w_j e^(s_j) v_j / sum_j w_j e^(s_j)      s_j = scale * q[i][h] . k_j
   //   lse[i][h] = log sum_j w_j e^(s_j)
-  // with j over the item's keys in the order listed. An empty set gives out = 0, lse = -inf.
-  // Listing rows 0..kv_len-1 without weights gives bitwise what attention() gives. kv.v_rows
-  // must be empty (values sit at the keys' rows).
+  // with j over the item's keys. An empty set gives out = 0, lse = -inf. Listing rows
+  // 0..kv_len-1 without weights gives what attention() gives (bitwise on the CPU).
+  // kv.v_rows must be null (values sit at the keys' rows).
   virtual void attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads,
                               int32_t n_kv_heads, int32_t head_dim, const key_sets& sets,
                               float scale, const tensor& out, const tensor& lse) = 0;
@@ -180,7 +265,7 @@ class backend {
                                const tensor& lse_b) = 0;
 
   // The scores and value norms of listed keys: for each key j of each item,
-  //   scores[j] = scale * q[i][h] . k_j,   vnorm2[j] = |v_j|^2          both [offsets.back()]
+  //   scores[j] = scale * q[i][h] . k_j,   vnorm2[j] = |v_j|^2          both f32 [total]
   virtual void probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                           int32_t head_dim, const key_sets& sets, float scale,
                           const tensor& scores, const tensor& vnorm2) = 0;
@@ -189,36 +274,59 @@ class backend {
   // page_size rows: for pages [first_page, first_page + n_pages),
   //   summaries[g][p][0] = element-wise max, summaries[g][p][1] = element-wise min
   // of rows [p * page_size, min((p + 1) * page_size, n_keys)) of head g.
-  //   summaries [n_kv_heads][pages_capacity][2][head_dim]
+  //   summaries f32 [n_kv_heads][pages_capacity][2][head_dim]
   virtual void summarize_pages(const tensor& k, int64_t capacity, int32_t page_size,
                                int64_t n_keys, int64_t first_page, int64_t n_pages,
                                const tensor& summaries, int64_t pages_capacity) = 0;
 
   // Quest's bound on q . k over each page, for one query row q [n_heads][head_dim]:
-  //   scores[r][p] = sum_i max(u_i kmax_i, u_i kmin_i)            [n_rankers][n_pages]
+  //   scores[r][p] = sum_i max(u_i kmax_i, u_i kmin_i)            f32 [n_rankers][n_pages]
   // where, per head (group_mean false), ranker r = query head h with u = q[h] against KV head
   // h / group; with group_mean, ranker r = KV head g with u = the mean of its group's queries.
   virtual void page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
                            int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int64_t n_pages,
                            bool group_mean, const tensor& scores) = 0;
 
-  // dst[g][j] = rope(src[g][rows[j]], positions[j]) for every kv head g.
-  //   src [n_kv_heads][src_capacity][head_dim]; dst [n_kv_heads][dst_capacity][head_dim].
-  virtual void gather_rope(const tensor& src, int64_t src_capacity, std::span<const int32_t> rows,
-                           std::span<const int32_t> positions, const rope_params& p,
+  // dst[g][j] = rope(src[g][rows[j]], positions[j]) for every kv head g and j < n.
+  //   src [n_kv_heads][src_capacity][head_dim]; dst [n_kv_heads][dst_capacity][head_dim], both
+  //   of the cache type; rows, positions i32 [n].
+  virtual void gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
+                           const tensor& positions, int64_t n, const rope_params& p,
                            const tensor& dst, int64_t dst_capacity) = 0;
 
-  // Row copies inside a cache [n_kv_heads][capacity][head_dim], in order.
-  virtual void move_rows(const tensor& cache, int64_t capacity, std::span<const row_move> moves) = 0;
+  // Row copies inside a cache [n_kv_heads][capacity][head_dim], in order. moves i32 [n][3]
+  // (row_move triples).
+  virtual void move_rows(const tensor& cache, int64_t capacity, const tensor& moves,
+                         int64_t n) = 0;
+
+  // Draws the next token from logits f32 [n_vocab] into token i32 [1]. Greedy (temperature
+  // <= 0): the lowest id among the largest logits. Otherwise the candidates sorted by logit
+  // (ties: lower id first) are cut to top_k, then to the smallest prefix whose probability
+  // reaches top_p (probabilities exp((l - l_max) / temperature), in double), and the token is
+  // the first whose running sum exceeds u * (sum of the kept), u = the double in uniform
+  // (i32 [2], the bits of a double in [0, 1), drawn by the session's generator).
+  virtual void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
+                      const tensor& token) = 0;
 };
 
 // A new zeroed f32 [rows][cols] tensor in its own buffer, kept alive by `owned`.
 tensor new_f32_tensor(backend& be, std::vector<buffer_ptr>& owned, int64_t cols, int64_t rows);
+// The same for any element type (a zero-filled buffer of the tensor's bytes).
+tensor new_tensor(backend& be, std::vector<buffer_ptr>& owned, dtype type, int64_t cols,
+                  int64_t rows);
 
-enum class backend_kind { cpu };
+enum class backend_kind { cpu, cuda };
 
-// A backend of the given kind; n_threads 0 = one per core. Throws SA_ERR_UNSUPPORTED for kinds
-// not compiled in.
-std::unique_ptr<backend> make_backend(backend_kind kind, int32_t n_threads);
+// A backend of the given kind on device `device` (CPU: ignored); n_threads 0 = one per core
+// (CPU). Throws SA_ERR_UNSUPPORTED for kinds not compiled in or devices not present, with a
+// message saying which.
+std::unique_ptr<backend> make_backend(backend_kind kind, int32_t device, int32_t n_threads);
+
+// The devices of a kind this build and this machine offer (CPU: one). Never throws for a
+// missing driver or device: the list is empty and why_none says why.
+std::vector<device_info> list_devices(backend_kind kind, std::string* why_none = nullptr);
+
+// Whether support for a kind is compiled into this build.
+bool backend_compiled(backend_kind kind);
 
 }  // namespace sa

@@ -10,6 +10,7 @@ constexpr dtype_traits k_q4_0{"q4_0", 32, 18};
 constexpr dtype_traits k_q8_0{"q8_0", 32, 34};
 constexpr dtype_traits k_q4_k{"q4_k", 256, 144};
 constexpr dtype_traits k_q6_k{"q6_k", 256, 210};
+constexpr dtype_traits k_i32{"i32", 1, 4};
 }  // namespace
 
 const dtype_traits& traits(dtype t) {
@@ -21,6 +22,7 @@ const dtype_traits& traits(dtype t) {
     case dtype::q8_0: return k_q8_0;
     case dtype::q4_k: return k_q4_k;
     case dtype::q6_k: return k_q6_k;
+    case dtype::i32: return k_i32;
   }
   return k_f32;  // unreachable for valid enum values
 }

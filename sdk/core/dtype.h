@@ -14,6 +14,7 @@ enum class dtype : uint32_t {
   q8_0 = 8,
   q4_k = 12,
   q6_k = 14,
+  i32 = 26,   // metadata (token ids, positions, slots); never a weight type
   bf16 = 30,
 };
 

@@ -15,83 +15,107 @@ struct cascade_snapshot final : kv_memory::snapshot {
 }  // namespace
 
 cascade_memory::cascade_memory(backend& be, const hparams& hp, const rope_params& rope,
-                               const cascade_memory_config& c, int64_t max_batch)
-    : be_(be), hp_(hp), rope_(rope), cfg_(c), max_batch_(max_batch) {
+                               const cascade_memory_config& c, int64_t max_batch, dtype kv_type)
+    : be_(be), hp_(hp), rope_(rope), cfg_(c), kv_type_(kv_type), max_batch_(max_batch) {
   index_.reserve(static_cast<size_t>(hp.n_layers));
   for (int32_t l = 0; l < hp.n_layers; ++l) index_.emplace_back(c.index, hp.n_kv_heads);
   rows_ = index_[0].n_slots() + max_batch;
-  bytes_per_row_ = 2 * static_cast<uint64_t>(hp.n_kv_heads) * hp.head_dim * sizeof(float);
+  bytes_per_row_ =
+      2 * static_cast<uint64_t>(hp.n_kv_heads) * static_cast<uint64_t>(row_bytes(kv_type, hp.head_dim));
   for (int32_t l = 0; l < hp.n_layers; ++l) {
-    k_.push_back(new_f32_tensor(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_));
-    v_.push_back(new_f32_tensor(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_));
+    k_.push_back(new_tensor(be, buffers_, kv_type, hp.head_dim, hp.n_kv_heads * rows_));
+    v_.push_back(new_tensor(be, buffers_, kv_type, hp.head_dim, hp.n_kv_heads * rows_));
   }
-  k_rot_ = new_f32_tensor(be, buffers_, hp.head_dim, hp.n_kv_heads * rows_);
+  k_rot_ = new_tensor(be, buffers_, kv_type, hp.head_dim, hp.n_kv_heads * rows_);
   mass_ = new_f32_tensor(be, buffers_, rows_, hp.n_heads);
 }
 
-void cascade_memory::begin(int64_t n, std::vector<int32_t>& positions) {
+batch_meta cascade_memory::begin(const batch& b, step_buffer& step) {
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
+  if (b.kind == batch_kind::rewrite)
+    fail(SA_ERR_INTERNAL, "cascade memory: rewrite batches need the full memory");
   if (n > max_batch_)
     fail(SA_ERR_INTERNAL, "cascade memory: batch of %lld rows, staging holds %lld",
          static_cast<long long>(n), static_cast<long long>(max_batch_));
   n_ = n;
+  step_ = &step;
   const int32_t first = index_[0].next_position();
+  // Every layer holds the same number of slots (the ring pointers follow one schedule).
+  const int64_t held = static_cast<int64_t>(index_[0].slots_in_order().size());
   positions_.resize(static_cast<size_t>(n));
+  staging_.resize(static_cast<size_t>(n));
+  kv_len_.resize(static_cast<size_t>(n));
   weights_.resize(static_cast<size_t>(n));
+  batch_meta m;
+  m.n = n;
   // w_r = (1 - beta) * beta^(n-1-r): the EMA weight of row r's attention within the batch.
   const double beta = cfg_.index.beta;
   for (int64_t r = 0; r < n; ++r) {
-    positions_[static_cast<size_t>(r)] = first + static_cast<int32_t>(r);
-    weights_[static_cast<size_t>(r)] =
-        static_cast<float>((1.0 - beta) * std::pow(beta, static_cast<double>(n - 1 - r)));
+    const size_t u = static_cast<size_t>(r);
+    positions_[u] = first + static_cast<int32_t>(r);
+    staging_[u] = index_[0].staging(static_cast<int32_t>(r));
+    kv_len_[u] = static_cast<int32_t>(held + r + 1);
+    weights_[u] = static_cast<float>((1.0 - beta) * std::pow(beta, static_cast<double>(n - 1 - r)));
+    m.keys_read += held + r + 1;
   }
-  positions = positions_;
+  m.positions = positions_t_ = step.put(positions_);
+  m.slots = step.put(staging_);
+  m.kv_len = step.put(kv_len_);
+  weights_t_ = step.put(weights_);
+  m.kv_bound = held + n;
+  key_mass_ = key_mass{&weights_t_, &mass_, held + n};
+  return m;
 }
 
-uint64_t cascade_memory::attend(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
-                                const tensor& out, const tensor& lse) {
+kv_view cascade_memory::write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
+                              const batch_meta& m) {
   cascade_index& idx = index_[static_cast<size_t>(layer)];
   const tensor& K = k_[static_cast<size_t>(layer)];
   const tensor& V = v_[static_cast<size_t>(layer)];
-
+  be_.rope(q, hp_.n_heads, hp_.head_dim, m.positions, rope_);
   // Stage the batch's raw keys and values.
-  rows_list_.clear();
-  for (int64_t r = 0; r < n_; ++r) rows_list_.push_back(idx.staging(static_cast<int32_t>(r)));
-  be_.store_kv(K, rows_, k, rows_list_);
-  be_.store_kv(V, rows_, v, rows_list_);
+  be_.store_kv(K, rows_, k, m.slots);
+  be_.store_kv(V, rows_, v, m.slots);
 
   // Keys in position order: held slots, then the batch; rotate them into k_rot_.
-  const std::vector<int32_t> order = idx.slots_in_order();
-  const int64_t held = static_cast<int64_t>(order.size());
-  rows_list_.assign(order.begin(), order.end());
+  order_ = idx.slots_in_order();
+  rows_list_.assign(order_.begin(), order_.end());
   key_pos_.clear();
-  for (int32_t slot : order) key_pos_.push_back(idx.rope_position(slot));
+  for (int32_t slot : order_) key_pos_.push_back(idx.rope_position(slot));
   for (int64_t r = 0; r < n_; ++r) {
-    rows_list_.push_back(idx.staging(static_cast<int32_t>(r)));
+    rows_list_.push_back(staging_[static_cast<size_t>(r)]);
     key_pos_.push_back(positions_[static_cast<size_t>(r)]);
   }
-  be_.gather_rope(K, rows_, rows_list_, key_pos_, rope_, k_rot_, rows_);
+  v_rows_t_ = step_->put(rows_list_);
+  const tensor pos = step_->put(key_pos_);
+  step_->flush();
+  be_.gather_rope(K, rows_, v_rows_t_, pos, static_cast<int64_t>(rows_list_.size()), rope_, k_rot_,
+                  rows_);
+  return kv_view{&k_rot_, &V, rows_, rows_, &v_rows_t_};
+}
 
-  kv_len_.resize(static_cast<size_t>(n_));
-  uint64_t keys_read = 0;
-  for (int64_t r = 0; r < n_; ++r) {
-    kv_len_[static_cast<size_t>(r)] = static_cast<int32_t>(held + r + 1);
-    keys_read += static_cast<uint64_t>(held + r + 1);
-  }
-  const kv_view kv{&k_rot_, &V, rows_, rows_, rows_list_};
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
-  const key_mass km{weights_, &mass_};
-  be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, kv_len_, scale, out, lse,
-                cfg_.scores ? &km : nullptr);
+const key_mass* cascade_memory::mass(int32_t layer) {
+  (void)layer;
+  return cfg_.scores ? &key_mass_ : nullptr;
+}
 
-  update_scores(idx, order, held);
-
+void cascade_memory::observe(int32_t layer) {
+  cascade_index& idx = index_[static_cast<size_t>(layer)];
+  update_scores(idx, order_, static_cast<int64_t>(order_.size()));
   moves_.clear();
   idx.push(static_cast<int32_t>(n_), init_.data(), moves_);
-  row_moves_.clear();
-  for (const cascade_index::move& m : moves_) row_moves_.push_back({m.stream, m.src, m.dst});
-  be_.move_rows(K, rows_, row_moves_);
-  be_.move_rows(V, rows_, row_moves_);
-  return keys_read * bytes_per_row_;
+  if (moves_.empty()) return;
+  move_list_.clear();
+  for (const cascade_index::move& mv : moves_) {
+    move_list_.push_back(mv.stream);
+    move_list_.push_back(mv.src);
+    move_list_.push_back(mv.dst);
+  }
+  const tensor moves = step_->put(move_list_);
+  step_->flush();
+  const int64_t count = static_cast<int64_t>(moves_.size());
+  be_.move_rows(k_[static_cast<size_t>(layer)], rows_, moves, count);
+  be_.move_rows(v_[static_cast<size_t>(layer)], rows_, moves, count);
 }
 
 // EMA increments of held slots and initial scores of the batch's tokens, reduced over the

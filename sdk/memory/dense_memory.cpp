@@ -13,43 +13,37 @@ struct dense_snapshot final : kv_memory::snapshot {
 };
 }  // namespace
 
+int64_t attention_bucket(int64_t n, int64_t capacity) {
+  int64_t b = 256;
+  while (b < n) b *= 2;
+  return std::max<int64_t>(std::min(b, capacity), n);
+}
+
 dense_memory::dense_memory(backend& be, const hparams& hp, const rope_params& rope,
-                           int64_t capacity, const sparse_config& sparse)
-    : be_(be), hp_(hp), rope_(rope), capacity_(capacity), sparse_(sparse) {
-  if (sparse_.enabled()) {
-    summaries_ = std::make_unique<page_summaries>(be, hp, capacity, sparse_.page_size);
-    sparse_attention_ = std::make_unique<sparse_attention>(be, hp, sparse_, capacity);
-  }
-  const uint64_t per_head_row = static_cast<uint64_t>(hp.head_dim) * sizeof(float);
-  bytes_per_token_ = 2 * static_cast<uint64_t>(hp.n_layers) * hp.n_kv_heads * per_head_row;
-  const uint64_t bytes = static_cast<uint64_t>(hp.n_kv_heads) * capacity * per_head_row;
-  for (int32_t l = 0; l < hp.n_layers; ++l) {
+                           int64_t capacity, dtype kv_type)
+    : be_(be), hp_(hp), rope_(rope), capacity_(capacity), kv_type_(kv_type) {
+  const uint64_t head_row = static_cast<uint64_t>(row_bytes(kv_type, hp.head_dim));
+  key_bytes_ = 2 * static_cast<uint64_t>(hp.n_kv_heads) * head_row;
+  for (int32_t l = 0; l < hp.n_layers; ++l)
     for (int kv = 0; kv < 2; ++kv) {
-      buffers_.push_back(be.alloc(bytes));
-      tensor t;
-      t.buf = buffers_.back().get();
-      t.ne[0] = hp.head_dim;
+      tensor t = new_tensor(be, buffers_, kv_type, hp.head_dim, capacity * hp.n_kv_heads);
       t.ne[1] = capacity;
       t.ne[2] = hp.n_kv_heads;
       (kv == 0 ? k_ : v_).push_back(t);
     }
-  }
 }
 
-void dense_memory::begin(int64_t n, std::vector<int32_t>& positions) {
-  // A flag set for the next batch applies to this one only.
-  step_is_decode_ = decode_step_ && n == 1;
-  decode_step_ = false;
-  rewriting_ = rewrite_from_;
-  rewrite_from_ = -1;
+batch_meta dense_memory::begin(const batch& b, step_buffer& step) {
+  const int64_t n = static_cast<int64_t>(b.tokens.size());
   int64_t first = size_;
-  if (rewriting_ >= 0) {
-    if (n > size_ - rewriting_)
+  if (b.kind == batch_kind::rewrite) {
+    if (b.first_slot < 0 || n > size_ - b.first_slot)
       fail(SA_ERR_INTERNAL, "rewrite of %lld slots from %lld: only %lld held",
-           static_cast<long long>(n), static_cast<long long>(rewriting_),
+           static_cast<long long>(n), static_cast<long long>(b.first_slot),
            static_cast<long long>(size_));
-    first = rewriting_;
+    first = b.first_slot;
     pending_ = 0;
+    if (first < saved_extent_) mark_rewritten(first);
   } else {
     if (n > room())
       fail(SA_ERR_CONTEXT_FULL, "%lld tokens do not fit: the session holds %lld of %lld",
@@ -57,60 +51,49 @@ void dense_memory::begin(int64_t n, std::vector<int32_t>& positions) {
            static_cast<long long>(capacity_));
     pending_ = n;
   }
-  positions.resize(static_cast<size_t>(n));
-  slots_.resize(static_cast<size_t>(n));
+  positions_.resize(static_cast<size_t>(n));
   kv_len_.resize(static_cast<size_t>(n));
+  batch_meta m;
+  m.n = n;
   for (int64_t i = 0; i < n; ++i) {
-    positions[static_cast<size_t>(i)] = static_cast<int32_t>(first + i);
-    slots_[static_cast<size_t>(i)] = static_cast<int32_t>(first + i);
+    positions_[static_cast<size_t>(i)] = static_cast<int32_t>(first + i);
     kv_len_[static_cast<size_t>(i)] = static_cast<int32_t>(first + i + 1);
+    m.keys_read += first + i + 1;
   }
-  // A rewrite (rectification) belongs to the step that triggered it: keep that step's figures.
-  if (rewriting_ < 0) head_stats_.clear();
+  // Slots equal positions in this memory: one array serves both.
+  m.positions = m.slots = step.put(positions_);
+  m.kv_len = step.put(kv_len_);
+  m.kv_bound = attention_bucket(first + n, capacity_);
+  m.first_slot = first;
+  m.end_slot = first + n;
+  m.n_keys = std::max(size_ + pending_, first + n);
+  if (b.kind == batch_kind::decode && n == 1)
+    m.shape_key = (uint64_t{1} << 48) | static_cast<uint64_t>(m.kv_bound);
+  return m;
 }
 
-uint64_t dense_memory::attend(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
-                              const tensor& out, const tensor& lse) {
-  if (!slots_.empty() && slots_.front() < saved_extent_) mark_rewritten(slots_.front());
+kv_view dense_memory::write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
+                            const batch_meta& m) {
   const size_t l = static_cast<size_t>(layer);
-  be_.rope(k, hp_.n_kv_heads, hp_.head_dim, slots_, rope_);
-  be_.store_kv(k_[l], capacity_, k, slots_);
-  be_.store_kv(v_[l], capacity_, v, slots_);
-  const kv_view kv{&k_[l], &v_[l], capacity_, 0, {}};
-  const int64_t held = std::max<int64_t>(size_ + pending_, kv_len_.back());
-  if (summaries_)
-    summaries_->refresh(layer, k_[l], capacity_, slots_.front(), slots_.back() + 1, held);
-  if (step_is_decode_ && sparse_attention_) {
-    const uint64_t keys = sparse_attention_->attend(layer, q, kv, summaries_->layer(layer),
-                                                    summaries_->pages_capacity(), kv_len_[0], out,
-                                                    lse, head_stats_);
-    return keys * bytes_per_token_ / static_cast<uint64_t>(hp_.n_layers) /
-           static_cast<uint64_t>(hp_.n_heads);
-  }
-  be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, kv_len_,
-                1.0f / std::sqrt(static_cast<float>(hp_.head_dim)), out, lse, nullptr);
-  uint64_t keys = 0;
-  for (int32_t len : kv_len_) keys += static_cast<uint64_t>(len);
-  return keys * bytes_per_token_ / static_cast<uint64_t>(hp_.n_layers);
+  be_.rope_store_kv(q, k, v, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, m.positions, rope_,
+                    k_[l], v_[l], capacity_, m.slots);
+  return view(layer);
 }
 
 void dense_memory::commit() {
   size_ += pending_;
   pending_ = 0;
-  rewriting_ = -1;
 }
 
 void dense_memory::reset() {
   size_ = pending_ = 0;
-  rewrite_from_ = rewriting_ = -1;
-  decode_step_ = step_is_decode_ = false;
-  head_stats_.clear();
   dirty_from_ = 0;
 }
 
 memory_stats dense_memory::stats() const {
-  return {static_cast<uint64_t>(size_), bytes_per_token_ * static_cast<uint64_t>(size_),
-          bytes_per_token_ * static_cast<uint64_t>(capacity_)};
+  const uint64_t per_token = key_bytes_ * static_cast<uint64_t>(hp_.n_layers);
+  return {static_cast<uint64_t>(size_), per_token * static_cast<uint64_t>(size_),
+          per_token * static_cast<uint64_t>(capacity_)};
 }
 
 std::unique_ptr<kv_memory::snapshot> dense_memory::save() const {
@@ -122,9 +105,6 @@ std::unique_ptr<kv_memory::snapshot> dense_memory::save() const {
 void dense_memory::restore(const snapshot* s) {
   size_ = static_cast<const dense_snapshot*>(s)->size;
   pending_ = 0;
-  rewrite_from_ = rewriting_ = -1;
-  decode_step_ = step_is_decode_ = false;
-  head_stats_.clear();
 }
 
 }  // namespace sa

@@ -1,12 +1,14 @@
 // Dense memory's saved state.
 //
 // Blobs:
-//   dense/meta                  u32 version (1), i64 size, i64 capacity, i32 n_layers,
-//                               i32 n_kv_heads, i32 head_dim, i64 page_tokens        (mutable)
-//   dense/L<l>/<k|v>/p<p>       slots [p*P, (p+1)*P) of layer l: f32 [n_kv_heads][P][head_dim]
-//                               (keys after RoPE), P = k_state_page_tokens       (immutable)
+//   dense/meta                  u32 version (2), i64 size, i64 capacity, i32 n_layers,
+//                               i32 n_kv_heads, i32 head_dim, i64 page_tokens,
+//                               u32 kv_type (ggml type id: 0 f32, 1 f16, 30 bf16)  (mutable)
+//                               (version 1 had no kv_type: its K/V are f32)
+//   dense/L<l>/<k|v>/p<p>       slots [p*P, (p+1)*P) of layer l: [n_kv_heads][P][head_dim] of
+//                               the KV type (keys after RoPE), P = k_state_page_tokens (immutable)
 //   dense/L<l>/<k|v>/tail       slots [F*P, size), F = size / P, when size is not a multiple
-//                               of P: f32 [n_kv_heads][size - F*P][head_dim]       (mutable)
+//                               of P: [n_kv_heads][size - F*P][head_dim]            (mutable)
 // Page summaries and other derived data are recomputed from K, so they are not stored.
 #include <climits>
 #include <cstdio>
@@ -19,7 +21,7 @@ namespace sa {
 
 namespace {
 
-constexpr uint32_t k_version = 1;
+constexpr uint32_t k_version = 2;
 
 // page < 0: the tail.
 std::string page_name(int32_t layer, int kv, int64_t page) {
@@ -38,11 +40,11 @@ void dense_memory::write_state(state_writer& w) const {
   constexpr int64_t P = k_state_page_tokens;
   byte_packer meta;
   meta.put(k_version).put(size_).put(capacity_).put(hp_.n_layers).put(hp_.n_kv_heads)
-      .put(hp_.head_dim).put(P);
+      .put(hp_.head_dim).put(P).put(static_cast<uint32_t>(kv_type_));
   w.put("dense/meta", meta.bytes().data(), meta.bytes().size(), blob_kind::mutable_blob);
 
   const int64_t full = size_ / P, tail = size_ - full * P;
-  const size_t row = static_cast<size_t>(hp_.head_dim) * sizeof(float);
+  const size_t row = static_cast<size_t>(row_bytes(kv_type_, hp_.head_dim));
   std::vector<uint8_t> host(static_cast<size_t>(hp_.n_kv_heads) * static_cast<size_t>(P) * row);
   // Copies slots [first, first + n) of every head into host as [n_kv_heads][n][head_dim].
   auto download = [&](const tensor& t, int64_t first, int64_t n) {
@@ -85,12 +87,16 @@ void dense_memory::read_state(state_reader& r) {
   try {
     const std::vector<uint8_t> bytes = r.get("dense/meta");
     byte_unpacker meta(bytes, "dense/meta");
-    meta.expect_version(k_version);
+    const uint32_t version = meta.expect_version_in(1, k_version);
     const auto size = meta.get<int64_t>(), capacity = meta.get<int64_t>();
     const auto layers = meta.get<int32_t>(), heads = meta.get<int32_t>(),
                head_dim = meta.get<int32_t>();
     const auto page = meta.get<int64_t>();
+    const uint32_t type = version >= 2 ? meta.get<uint32_t>() : static_cast<uint32_t>(dtype::f32);
     meta.finish();
+    if (type != static_cast<uint32_t>(kv_type_))
+      fail(SA_ERR_STORE, "dense/meta holds K/V of type %s; this memory keeps %s",
+           ggml_type_name(type), traits(kv_type_).name);
     if (capacity != capacity_ || layers != hp_.n_layers || heads != hp_.n_kv_heads ||
         head_dim != hp_.head_dim || page != P)
       fail(SA_ERR_STORE,
@@ -104,7 +110,7 @@ void dense_memory::read_state(state_reader& r) {
            static_cast<long long>(size), static_cast<long long>(capacity_));
 
     const int64_t full = size / P, tail = size - full * P;
-    const size_t row = static_cast<size_t>(hp_.head_dim) * sizeof(float);
+    const size_t row = static_cast<size_t>(row_bytes(kv_type_, hp_.head_dim));
     std::vector<uint8_t> host(static_cast<size_t>(hp_.n_kv_heads) * static_cast<size_t>(P) * row);
     auto upload = [&](const tensor& t, const std::string& name, int64_t first, int64_t n) {
       const size_t head_bytes = static_cast<size_t>(n) * row;
@@ -123,11 +129,8 @@ void dense_memory::read_state(state_reader& r) {
         if (tail > 0) upload(t, page_name(l, kv, -1), full * P, tail);
       }
     }
-    // Page summaries are a function of the keys: rebuilt here rather than stored, so a resumed
-    // session can never select pages by summaries that disagree with its keys.
-    if (summaries_ && size > 0)
-      for (int32_t l = 0; l < hp_.n_layers; ++l)
-        summaries_->refresh(l, k_[static_cast<size_t>(l)], capacity_, 0, size, size);
+    // Page summaries are a function of the keys: the session rebuilds them after a resume
+    // rather than storing them, so it can never select pages by summaries that disagree.
     size_ = size;
     pending_ = 0;
     saved_extent_ = size;

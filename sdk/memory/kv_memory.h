@@ -1,38 +1,65 @@
 // What the forward pass asks of a KV memory.
 //
-// A batch is n rows appended at once (a prefill chunk or one decode step):
-//   begin(n)         the RoPE positions of the rows' queries;
-//   attend(layer...) keep the rows' keys/values in that layer and compute the rows' attention
-//                    over what the memory holds plus the batch itself (causally);
-//   commit()         after every layer ran, the batch is part of the memory.
-// Keys reach attend() before RoPE; where and how they are rotated is the memory's business
+// A batch is n rows run through every layer at once, of one kind (batch_kind):
+//   begin(batch)      plan where the rows go: their positions, the cache slots their K/V take,
+//                     the keys each row attends to; the plan's arrays go into the step buffer;
+//   write(layer...)   rotate the rows' queries and keys to their positions and keep K/V in that
+//                     layer; returns the view of the keys and values attention reads;
+//   mass(layer)       the per-key attention mass the memory wants from that attention (the
+//                     cascade's scores), or nullptr;
+//   observe(layer)    after the layer's attention (the cascade folds the mass into its scores
+//                     and pushes the batch);
+//   commit()          after every layer ran, the batch is part of the memory.
+// Keys reach write() before RoPE; where and how they are rotated is the memory's business
 // (dense memory stores them rotated, cascade memory stores them raw and re-indexes positions).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/step_buffer.h"
 #include "memory/memory_state.h"
 #include "model/hparams.h"
 
 namespace sa {
 
+enum class batch_kind {
+  prefill,  // new tokens appended; each row attends to the memory and the batch causally
+  decode,   // one new token appended (query-aware sparsity applies to it)
+  rewrite,  // tokens already held run again in place (ReSA's rectification): their K/V are
+            // replaced in every layer; the memory does not grow
+};
+
+struct batch {
+  batch_kind kind = batch_kind::prefill;
+  std::span<const int32_t> tokens;
+  int64_t first_slot = 0;  // rewrite: the first slot run again
+};
+
+// A batch's rows as the memory planned them: arrays on the backend (in the step buffer) and
+// the host values that shape the launches.
+struct batch_meta {
+  int64_t n = 0;          // rows
+  tensor positions;       // i32 [n] RoPE position of each row's query
+  tensor slots;           // i32 [n] cache row each row's K/V is written to
+  tensor kv_len;          // i32 [n] keys row i attends to (the first kv_len[i] of the view)
+  int64_t kv_bound = 0;   // >= every kv_len: attention's launch shape
+  int64_t keys_read = 0;  // sum of kv_len: keys dense attention reads per query head
+  // Dense memory: the slots the batch writes, [first_slot, end_slot), and the keys held once
+  // it is in (what a decode row attends to). Bounded memories leave them 0.
+  int64_t first_slot = 0, end_slot = 0, n_keys = 0;
+  // Nonzero when a step of this batch may be recorded and replayed (every value that changes
+  // between such steps is in the arrays above); equal keys mean equal launch shapes.
+  uint64_t shape_key = 0;
+};
+
 struct memory_stats {
   uint64_t tokens_held = 0;    // tokens whose K/V are kept
   uint64_t bytes_held = 0;     // K/V bytes in use
   uint64_t bytes_capacity = 0; // K/V bytes allocated
-};
-
-// What one (layer, query head) did in the last decode step (query-aware sparsity).
-struct head_stat {
-  int32_t layer = 0, head = 0;
-  int32_t keys_attended = 0;  // keys read (sampled and pilot keys included)
-  int32_t keys_total = 0;     // keys dense attention reads
-  int32_t sample_budget = -1; // vAttention: the CLT's sample size before clamping; -1 otherwise
-  float rel_error = -1.0f;    // with check_error: |o - o_dense| / |o_dense|; -1 otherwise
-  bool sparse = false;        // false: the head ran dense
 };
 
 class kv_memory {
@@ -41,15 +68,23 @@ class kv_memory {
 
   // Tokens that may still be appended; INT64_MAX for memories of bounded size.
   virtual int64_t room() const = 0;
-  // Starts a batch of n rows; fills the positions of its queries.
-  virtual void begin(int64_t n, std::vector<int32_t>& positions) = 0;
-  // q [n][n_heads][head_dim] already rotated; k, v [n][n_kv_heads][head_dim], k not rotated
-  // (attend may rotate k in place). Writes out [n][n_heads][head_dim], lse [n][n_heads].
-  // Returns the K/V bytes attention read.
-  virtual uint64_t attend(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
-                          const tensor& out, const tensor& lse) = 0;
+  // Plans a batch; puts its arrays into `step` (the caller flushes).
+  virtual batch_meta begin(const batch& b, step_buffer& step) = 0;
+  // q [n][n_heads][head_dim], k, v [n][n_kv_heads][head_dim] (not rotated): rotates q and k in
+  // place to the batch's positions, keeps K/V in layer `layer`, and returns what that layer's
+  // attention reads (valid until the next write).
+  virtual kv_view write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
+                        const batch_meta& m) = 0;
+  virtual const key_mass* mass(int32_t layer) {
+    (void)layer;
+    return nullptr;
+  }
+  virtual void observe(int32_t layer) { (void)layer; }
   virtual void commit() = 0;
   virtual memory_stats stats() const = 0;
+  // K and V bytes of one key in one layer (all KV heads): what reading a key costs.
+  virtual uint64_t key_bytes() const = 0;
+  virtual dtype kv_type() const = 0;
 
   // Whole-state copies for rolling back a multi-chunk call (cancellation). A memory whose
   // batches can be undone by forgetting them returns an empty snapshot (nullptr).
@@ -59,13 +94,6 @@ class kv_memory {
   virtual std::unique_ptr<snapshot> save() const = 0;
   virtual void restore(const snapshot* s) = 0;  // s from save() of this memory
   virtual void reset() = 0;
-
-  // Per-head figures of the last single-row batch; empty when it was a prefill or the memory
-  // does no query-aware sparsity.
-  virtual const std::vector<head_stat>& head_stats() const {
-    static const std::vector<head_stat> none;
-    return none;
-  }
 
   // ---- persistence (memory_state.h; used by the session store) ----
   // Describes the committed state as named blobs (a batch in progress is never part of it).
@@ -85,5 +113,10 @@ class kv_memory {
     fail(SA_ERR_UNSUPPORTED, "this memory cannot be restored");
   }
 };
+
+// The launch shape attention gets for rows that see at most n keys: the next power of two from
+// 256, capped at the capacity, so that steps whose lengths fall in one bucket share one
+// recorded step and a 128K-token generation records about ten.
+int64_t attention_bucket(int64_t n, int64_t capacity);
 
 }  // namespace sa

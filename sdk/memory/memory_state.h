@@ -103,6 +103,14 @@ class byte_unpacker {
       fail(SA_ERR_STORE, "%s has state version %u; this library reads version %u", what_.c_str(), v,
            version);
   }
+  // Reads a u32 state version; throws SA_ERR_STORE unless it is in [oldest, newest]. Returns it.
+  uint32_t expect_version_in(uint32_t oldest, uint32_t newest) {
+    const auto v = get<uint32_t>();
+    if (v < oldest || v > newest)
+      fail(SA_ERR_STORE, "%s has state version %u; this library reads versions %u to %u",
+           what_.c_str(), v, oldest, newest);
+    return v;
+  }
   // Throws unless every byte was read.
   void finish() const {
     if (at_ != bytes_.size())

@@ -1,10 +1,12 @@
-// A model's weights as tensors on one backend.
+// A model's weights as tensors on one backend, shared by every session on that device.
 //
-// The mapped file is imported once (the CPU backend uses it in place; a device backend copies
-// it). Small vectors (norms, biases) are converted to f32 into one extra buffer, so ops only
-// ever see f32 for them whatever type the file stored.
+// A backend that reads the mapped file in place (the CPU) imports it whole; a device backend
+// gets every matrix copied once into one buffer, in its own layout (upload_weight may repack
+// quantized blocks). Small vectors (norms, biases, RoPE frequency factors) are converted to f32
+// into one extra buffer, so ops only ever see f32 for them whatever type the file stored.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
@@ -25,13 +27,17 @@ class device_weights {
 
   tensor token_embd, output_norm, output;
   std::vector<device_layer> layers;
-  std::vector<float> rope_freqs;  // host copy; empty when the model has none
+  tensor rope_freqs;  // f32 [n_rot/2]; buf is null when the model has none
   uint64_t bytes() const { return bytes_; }
 
  private:
-  buffer_ptr file_;
+  buffer_ptr matrices_;  // the mapped file (in place) or every matrix in the backend's layout
   buffer_ptr small_;
   uint64_t bytes_ = 0;
 };
+
+// The model's weights on be's device: uploaded by the first session on that device and shared
+// by the later ones (the copy lives while a session holds it).
+std::shared_ptr<const device_weights> shared_weights(backend& be, const model& m);
 
 }  // namespace sa

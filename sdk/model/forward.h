@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/step_buffer.h"
 #include "memory/kv_memory.h"
 #include "model/device_weights.h"
+#include "policy/sparse_attention.h"
 
 namespace sa {
 
@@ -22,18 +24,36 @@ struct workspace {
   tensor k, v;    // [rows][n_kv_heads][head_dim]
   tensor att;     // [rows][n_heads][head_dim] attention output
   tensor lse;     // [rows][n_heads]           its log-sum-exp
-  tensor gate;    // [rows][n_ff]
-  tensor up;      // [rows][n_ff]
+  tensor ffn;     // [rows][n_ff]              silu(gate) * up
   tensor logits;  // [max_logit_rows][n_vocab]
+  tensor token;   // i32 [1]                   the token drawn from the last logits
 
  private:
   std::vector<buffer_ptr> buffers_;
 };
 
-// Runs every layer over a batch of tokens appended to `mem` (which gives their positions and
-// keeps their K/V), commits the batch, and computes the logits of the last n_logit_rows rows
-// into workspace::logits. Returns the K/V bytes attention read.
-uint64_t forward(backend& be, const hparams& hp, const device_weights& w, kv_memory& mem,
-                 workspace& ws, std::span<const int32_t> tokens, int64_t n_logit_rows);
+// What a forward pass runs on.
+struct forward_env {
+  backend& be;
+  const hparams& hp;
+  const device_weights& w;
+  kv_memory& mem;
+  sparse_attention* sparse;  // query-aware sparsity over the full memory, or nullptr
+  step_buffer& step;
+  workspace& ws;
+};
+
+// Draw the next token from the last row's logits, on the backend, into workspace::token.
+struct token_draw {
+  sampler_config config;
+  double u = 0;  // the session generator's uniform (see backend::sample)
+};
+
+// Runs every layer over a batch (appended to or rewritten in `mem`, which gives the rows'
+// positions and keeps their K/V), commits it, computes the logits of the last n_logit_rows
+// rows into workspace::logits and, with `draw`, the next token. Returns the K/V bytes
+// attention read.
+uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
+                 const token_draw* draw);
 
 }  // namespace sa

@@ -4,7 +4,9 @@
 // Immutable after load and shared (by shared_ptr) between the sessions made from it.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,15 @@ struct model_weights {
   std::vector<layer_weights> layers;
 };
 
+class device_weights;
+
+// The copies of a model's weights on devices, by backend device id (device_weights.h). Weak:
+// a copy lives while a session uses it.
+struct device_weight_cache {
+  std::mutex mutex;
+  std::map<std::string, std::weak_ptr<const device_weights>> by_device;
+};
+
 class model {
  public:
   // Throws sa::error (SA_ERR_IO, SA_ERR_FORMAT, SA_ERR_UNSUPPORTED) naming what is wrong.
@@ -51,6 +62,8 @@ class model {
   std::string name() const;
   uint64_t n_params() const { return n_params_; }
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Shared by every session made from this model (thread-safe through its mutex).
+  device_weight_cache& device_cache() const { return *device_cache_; }
 
  private:
   model() = default;
@@ -60,6 +73,7 @@ class model {
   std::unique_ptr<tokenizer> tok_;
   uint64_t n_params_ = 0;
   uint64_t weight_bytes_ = 0;
+  std::unique_ptr<device_weight_cache> device_cache_ = std::make_unique<device_weight_cache>();
 };
 
 // The tokenizer vocabulary described by a file's tokenizer.ggml.* keys.

@@ -23,10 +23,15 @@ void complement(int64_t n, const std::vector<int32_t>& b, std::vector<int32_t>& 
 }
 }  // namespace
 
-sparse_attention::sparse_attention(backend& be, const hparams& hp, const sparse_config& c,
-                                   int64_t capacity)
-    : be_(be), hp_(hp), c_(c), scale_(1.0f / std::sqrt(static_cast<float>(hp.head_dim))) {
-  const int64_t pages_capacity = (capacity + c.page_size - 1) / c.page_size;
+sparse_attention::sparse_attention(backend& be, step_buffer& step, const hparams& hp,
+                                   const sparse_config& c, int64_t capacity)
+    : be_(be),
+      step_(step),
+      hp_(hp),
+      c_(c),
+      scale_(1.0f / std::sqrt(static_cast<float>(hp.head_dim))),
+      summaries_(be, hp, capacity, c.page_size) {
+  const int64_t pages_capacity = summaries_.pages_capacity();
   page_scores_ = new_f32_tensor(be, buffers_, pages_capacity, hp.n_heads);
   probe_scores_ = new_f32_tensor(be, buffers_, capacity, hp.n_heads);
   probe_vnorm2_ = new_f32_tensor(be, buffers_, capacity, hp.n_heads);
@@ -41,21 +46,56 @@ void sparse_attention::download(const tensor& t, std::vector<float>& dst, size_t
   be_.download(*t.buf, t.offset, dst.data(), n * sizeof(float));
 }
 
-void sparse_attention::sets_from(const std::vector<std::vector<int32_t>>& per_head) {
+key_sets sparse_attention::sets_from(const std::vector<std::vector<int32_t>>& per_head,
+                                     const std::vector<float>* log_weights) {
   offsets_.assign(1, 0);
   slots_.clear();
+  key_sets ks;
   for (const std::vector<int32_t>& s : per_head) {
     slots_.insert(slots_.end(), s.begin(), s.end());
     offsets_.push_back(static_cast<int32_t>(slots_.size()));
+    ks.largest = std::max<int64_t>(ks.largest, static_cast<int64_t>(s.size()));
   }
+  offsets_t_ = step_.put(offsets_);
+  slots_t_ = step_.put(slots_);
+  ks.offsets = &offsets_t_;
+  ks.slots = &slots_t_;
+  ks.total = static_cast<int64_t>(slots_.size());
+  if (log_weights) {
+    log_w_t_ = step_.put(*log_weights);
+    ks.log_weights = &log_w_t_;
+  }
+  step_.flush();
+  return ks;
+}
+
+void sparse_attention::begin(batch_kind kind) {
+  if (kind != batch_kind::rewrite) stats_.clear();
+}
+
+void sparse_attention::refresh(int32_t layer, const kv_view& kv, const batch_meta& m) {
+  summaries_.refresh(layer, *kv.k, kv.capacity, m.first_slot, m.end_slot, m.n_keys);
+}
+
+void sparse_attention::rebuild(int32_t layer, const kv_view& kv, int64_t n_keys) {
+  summaries_.refresh(layer, *kv.k, kv.capacity, 0, n_keys, n_keys);
+}
+
+void sparse_attention::dense(const tensor& q, const kv_view& kv, int64_t n_keys,
+                             const tensor& out, const tensor& lse) {
+  const int32_t len = static_cast<int32_t>(n_keys);
+  const tensor kv_len = step_.put(std::span<const int32_t>(&len, 1));
+  step_.flush();
+  be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, kv_len, n_keys, scale_, out, lse,
+                nullptr);
 }
 
 void sparse_attention::quest_pages(const tensor& q, const tensor& summaries,
-                                   int64_t pages_capacity, const page_plan& plan) {
+                                   const page_plan& plan) {
   const bool group = c_.granularity == select_granularity::per_group;
   const int32_t rankers = group ? hp_.n_kv_heads : hp_.n_heads;
-  be_.page_scores(q, summaries, pages_capacity, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim,
-                  plan.n_pages, group, page_scores_);
+  be_.page_scores(q, summaries, summaries_.pages_capacity(), hp_.n_heads, hp_.n_kv_heads,
+                  hp_.head_dim, plan.n_pages, group, page_scores_);
   download(page_scores_, host_a_, static_cast<size_t>(rankers * plan.n_pages));
   select_pages(c_, plan, host_a_, rankers, ranked_);
   pages_.resize(static_cast<size_t>(hp_.n_heads));
@@ -65,8 +105,8 @@ void sparse_attention::quest_pages(const tensor& q, const tensor& summaries,
 }
 
 void sparse_attention::quest_sets(const tensor& q, const tensor& summaries,
-                                  int64_t pages_capacity, const page_plan& plan, int64_t n_keys) {
-  quest_pages(q, summaries, pages_capacity, plan);
+                                  const page_plan& plan, int64_t n_keys) {
+  quest_pages(q, summaries, plan);
   fixed_.resize(static_cast<size_t>(hp_.n_heads));
   for (int32_t h = 0; h < hp_.n_heads; ++h) {
     fixed_[static_cast<size_t>(h)].clear();
@@ -78,15 +118,13 @@ void sparse_attention::quest_sets(const tensor& q, const tensor& summaries,
 void sparse_attention::oracle_sets(const tensor& q, const kv_view& kv, const page_plan& plan,
                                    int64_t n_keys) {
   // Every key's exact score, per head.
-  offsets_.assign(1, 0);
-  slots_.clear();
-  for (int32_t h = 0; h < hp_.n_heads; ++h) {
-    for (int32_t s = 0; s < n_keys; ++s) slots_.push_back(s);
-    offsets_.push_back(static_cast<int32_t>(slots_.size()));
-  }
-  be_.probe_keys(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, {offsets_, slots_, {}}, scale_,
-                 probe_scores_, probe_vnorm2_);
-  download(probe_scores_, host_a_, slots_.size());
+  std::vector<std::vector<int32_t>> all(static_cast<size_t>(hp_.n_heads));
+  for (std::vector<int32_t>& a : all)
+    for (int32_t s = 0; s < n_keys; ++s) a.push_back(s);
+  const key_sets every = sets_from(all);
+  be_.probe_keys(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, every, scale_, probe_scores_,
+                 probe_vnorm2_);
+  download(probe_scores_, host_a_, static_cast<size_t>(every.total));
   const int64_t budget = plan.budget_pages * c_.page_size;
   fixed_.resize(static_cast<size_t>(hp_.n_heads));
   std::vector<int32_t> others;
@@ -108,9 +146,9 @@ void sparse_attention::oracle_sets(const tensor& q, const kv_view& kv, const pag
 }
 
 uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
-                                  const tensor& summaries, int64_t pages_capacity, int64_t n_keys,
-                                  const tensor& out, const tensor& lse,
-                                  std::vector<head_stat>& stats) {
+                                  const batch_meta& m, const tensor& out, const tensor& lse) {
+  const int64_t n_keys = m.n_keys;
+  std::vector<head_stat>& stats = stats_;
   const page_plan plan = plan_pages(c_, n_keys);
   const size_t first = stats.size();
   for (int32_t h = 0; h < hp_.n_heads; ++h) {
@@ -122,9 +160,7 @@ uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view&
   }
   head_stat* hs = stats.data() + first;
   if (layer < c_.dense_layers || plan.dense) {
-    const int32_t len = static_cast<int32_t>(n_keys);
-    be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, std::span<const int32_t>(&len, 1),
-                  scale_, out, lse, nullptr);
+    dense(q, kv, n_keys, out, lse);
     if (c_.check_error)
       for (int32_t h = 0; h < hp_.n_heads; ++h) hs[h].rel_error = 0.0f;  // exact
     return static_cast<uint64_t>(n_keys) * static_cast<uint64_t>(hp_.n_heads);
@@ -134,14 +170,13 @@ uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view&
       (c_.method == sparse_method::vattention && c_.topk == topk_source::oracle))
     oracle_sets(q, kv, plan, n_keys);
   else
-    quest_sets(q, summaries, pages_capacity, plan, n_keys);
+    quest_sets(q, summaries_.layer(layer), plan, n_keys);
   uint64_t read = 0;
   if (c_.method == sparse_method::vattention) {
     read = vattention_step(layer, q, kv, n_keys, out, lse, hs);
   } else {
-    sets_from(fixed_);
-    be_.attention_sets(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, {offsets_, slots_, {}},
-                       scale_, out, lse);
+    be_.attention_sets(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, sets_from(fixed_), scale_,
+                       out, lse);
     for (int32_t h = 0; h < hp_.n_heads; ++h) {
       hs[h].keys_attended = static_cast<int32_t>(fixed_[static_cast<size_t>(h)].size());
       hs[h].sparse = true;
@@ -173,16 +208,14 @@ uint64_t sparse_attention::vattention_step(int32_t layer, const tensor& q, const
     }
   }
   // The exact part, straight into the layer's output.
-  sets_from(fixed_);
-  be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, {offsets_, slots_, {}}, scale_, out, lse);
+  be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, sets_from(fixed_), scale_, out, lse);
   // The pilot: scores, value norms, and its own partial.
-  sets_from(pilot_);
+  const key_sets pilot = sets_from(pilot_);
   const std::vector<int32_t> pilot_offsets = offsets_;
   const size_t n_pilot = slots_.size();
   if (n_pilot > 0) {
-    be_.probe_keys(q, kv, nh, hp_.n_kv_heads, hd, {offsets_, slots_, {}}, scale_, probe_scores_,
-                   probe_vnorm2_);
-    be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, {offsets_, slots_, {}}, scale_, out_b_, lse_b_);
+    be_.probe_keys(q, kv, nh, hp_.n_kv_heads, hd, pilot, scale_, probe_scores_, probe_vnorm2_);
+    be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, pilot, scale_, out_b_, lse_b_);
     download(probe_scores_, host_a_, n_pilot);
     download(probe_vnorm2_, host_b_, n_pilot);
     download(out, host_c_, static_cast<size_t>(nh * hd));
@@ -233,17 +266,15 @@ uint64_t sparse_attention::vattention_step(int32_t layer, const tensor& q, const
     hs[h].sparse = true;
     read += static_cast<uint64_t>(hs[h].keys_attended);
   }
-  sets_from(sample_);
-  be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, {offsets_, slots_, log_w_}, scale_, out_b_, lse_b_);
+  be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, sets_from(sample_, &log_w_), scale_, out_b_,
+                     lse_b_);
   be_.merge_attention(out, lse, out_b_, lse_b_);
   return read;
 }
 
 void sparse_attention::check_error(const tensor& q, const kv_view& kv, int64_t n_keys,
                                    const tensor& out, head_stat* hs) {
-  const int32_t len = static_cast<int32_t>(n_keys);
-  be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, std::span<const int32_t>(&len, 1),
-                scale_, dense_out_, dense_lse_, nullptr);
+  dense(q, kv, n_keys, dense_out_, dense_lse_);
   const size_t n = static_cast<size_t>(hp_.n_heads * hp_.head_dim);
   download(out, host_a_, n);
   download(dense_out_, host_b_, n);

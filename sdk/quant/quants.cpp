@@ -200,6 +200,7 @@ void dequantize_row(dtype t, const void* src, float* dst, int64_t n) {
     case dtype::q4_0: dequantize_q4_0(s, dst, n); return;
     case dtype::q4_k: dequantize_q4_k(s, dst, n); return;
     case dtype::q6_k: dequantize_q6_k(s, dst, n); return;
+    case dtype::i32: break;
   }
   fail(SA_ERR_UNSUPPORTED, "dequantize_row: unsupported type %u", static_cast<unsigned>(t));
 }
@@ -214,6 +215,7 @@ float dot_row(dtype t, const void* src, const float* x, int64_t n) {
     case dtype::q4_0: return dot_q4_0(s, x, n);
     case dtype::q4_k: return dot_q4_k(s, x, n);
     case dtype::q6_k: return dot_q6_k(s, x, n);
+    case dtype::i32: break;
   }
   fail(SA_ERR_UNSUPPORTED, "dot_row: unsupported type %u", static_cast<unsigned>(t));
 }
@@ -232,6 +234,7 @@ void quantize_row(dtype t, const float* src, void* dst, int64_t n) {
     case dtype::q4_0: quantize_q4_0(src, d, n); return;
     case dtype::q4_k: quantize_q4_k(src, d, n); return;
     case dtype::q6_k: quantize_q6_k(src, d, n); return;
+    case dtype::i32: break;
   }
   fail(SA_ERR_UNSUPPORTED, "quantize_row: unsupported type %u", static_cast<unsigned>(t));
 }

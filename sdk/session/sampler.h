@@ -1,27 +1,24 @@
-// Token sampling: greedy, or temperature / top-k / top-p with a seeded generator.
+// The session's random generator for token sampling: xoshiro256** seeded through splitmix64;
+// a draw takes its top 53 bits, so a seed gives the same draws on every platform and compiler.
 //
-// The generator is xoshiro256** seeded through splitmix64 and uniform draws take its top 53
-// bits, so a seed gives the same tokens on every platform and compiler.
+// The sampling itself is a backend op (backend::sample), run where the logits are: the session
+// draws u here (only for temperature > 0; greedy draws nothing) and hands it to the op, so
+// every backend samples the same token from the same logits and the stream survives a resume.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <span>
+
+#include "backend/backend.h"
 
 namespace sa {
-
-struct sampler_config {
-  float temperature = 0.0f;  // <= 0: greedy
-  int32_t top_k = 0;         // 0: all tokens
-  float top_p = 1.0f;        // 1: no nucleus cut
-  uint64_t seed = 0;
-};
 
 class sampler {
  public:
   explicit sampler(const sampler_config& c);
-  // Picks a token from logits. Greedy takes the lowest index among equal maxima.
-  int32_t sample(std::span<const float> logits);
+  // The uniform in [0, 1) for the next token: a fresh draw for temperature > 0, otherwise 0
+  // without touching the generator.
+  double next_uniform();
   const sampler_config& config() const { return config_; }
   // Generator state, so a session can be saved and resumed mid-stream.
   std::array<uint64_t, 4> state() const { return s_; }

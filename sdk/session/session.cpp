@@ -11,6 +11,14 @@ namespace {
 session_config resolved(session_config c) {
   if (c.n_batch < 0) fail(SA_ERR_INVALID_ARG, "n_batch %d is negative", c.n_batch);
   if (c.n_batch == 0) c.n_batch = 256;
+  if (c.kv_type && *c.kv_type != dtype::f32 && *c.kv_type != dtype::f16 && *c.kv_type != dtype::bf16)
+    fail(SA_ERR_INVALID_ARG, "kv_type %s is not f32, f16 or bf16", traits(*c.kv_type).name);
+  return c;
+}
+
+// The config with the backend's choices filled in (the KV type), as the session records it.
+session_config with_backend(session_config c, const backend& be) {
+  if (!c.kv_type) c.kv_type = be.default_kv_type();
   return c;
 }
 }  // namespace
@@ -19,11 +27,11 @@ std::unique_ptr<kv_memory> session::make_memory(backend& be, const model& m,
                                                 const device_weights& w, const session_config& c) {
   const hparams& hp = m.hp();
   rope_params rope = hp.rope;
-  if (!w.rope_freqs.empty()) rope.freq_factors = w.rope_freqs.data();
+  if (w.rope_freqs.buf) rope.freq_factors = &w.rope_freqs;
+  const dtype kv = *c.kv_type;
   if (c.memory == memory_kind::dense) {
     if (c.n_ctx < 0) fail(SA_ERR_INVALID_ARG, "n_ctx %d is negative", c.n_ctx);
-    return std::make_unique<dense_memory>(be, hp, rope, c.n_ctx == 0 ? hp.n_ctx_train : c.n_ctx,
-                                          c.sparse);
+    return std::make_unique<dense_memory>(be, hp, rope, c.n_ctx == 0 ? hp.n_ctx_train : c.n_ctx, kv);
   }
   if (c.sparse.enabled())
     fail(SA_ERR_INVALID_ARG, "query-aware sparsity needs the full (dense) memory");
@@ -47,18 +55,28 @@ std::unique_ptr<kv_memory> session::make_memory(backend& be, const model& m,
   mc.reduction = c.reduction;
   mc.homogeneous = c.homogeneous;
   mc.scores = c.memory == memory_kind::cascade && c.reduction != cascade_reduction::none;
-  return std::make_unique<cascade_memory>(be, hp, rope, mc, c.n_batch);
+  return std::make_unique<cascade_memory>(be, hp, rope, mc, c.n_batch, kv);
 }
 
 session::session(std::shared_ptr<const model> m, const session_config& c)
     : model_(std::move(m)),
       config_(resolved(c)),
-      backend_(make_backend(c.backend, c.n_threads)),
-      weights_(*backend_, *model_),
-      memory_(make_memory(*backend_, *model_, weights_, config_)),
+      backend_(make_backend(config_.backend, config_.device, config_.n_threads)),
+      weights_(shared_weights(*backend_, *model_)),
+      step_(*backend_),
       ws_(*backend_, model_->hp(), config_.n_batch, 1),
       sampler_(c.sampling) {
-  if (config_.sparse.enabled()) full_ = static_cast<dense_memory*>(memory_.get());
+  config_ = with_backend(config_, *backend_);
+  memory_ = make_memory(*backend_, *model_, *weights_, config_);
+  if (config_.sparse.enabled()) {
+    const auto& dense = static_cast<const dense_memory&>(*memory_);
+    sparse_ = std::make_unique<sparse_attention>(*backend_, step_, model_->hp(), config_.sparse,
+                                                 dense.capacity());
+  }
+}
+
+forward_env session::env() {
+  return forward_env{*backend_, model_->hp(), *weights_, *memory_, sparse_.get(), step_, ws_};
 }
 
 void session::check_tokens(std::span<const int32_t> tokens) const {
@@ -76,6 +94,7 @@ void session::check_tokens(std::span<const int32_t> tokens) const {
 
 void session::run(std::span<const int32_t> tokens, const progress_fn& progress, bool snapshot) {
   const auto t0 = std::chrono::steady_clock::now();
+  backend_->bind_thread();
   const std::unique_ptr<kv_memory::snapshot> saved = snapshot ? memory_->save() : nullptr;
   uint64_t kv_read = 0;
   try {
@@ -83,18 +102,16 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress, 
     for (size_t done = 0; done < tokens.size();) {
       const size_t m = std::min(tokens.size() - done, static_cast<size_t>(config_.n_batch));
       const bool last = done + m == tokens.size();
-      kv_read += forward(*backend_, model_->hp(), weights_, *memory_, ws_, tokens.subspan(done, m),
-                         last ? 1 : 0);
+      const batch b{batch_kind::prefill, tokens.subspan(done, m), 0};
+      kv_read += forward(env(), b, last ? 1 : 0, nullptr);
       done += m;
       if (progress && !progress(done, tokens.size()))
         fail(SA_ERR_CANCELLED, "prefill cancelled by the progress callback after %zu of %zu tokens",
              done, tokens.size());
     }
-    std::vector<float> logits(static_cast<size_t>(model_->hp().n_vocab));
-    backend_->download(*ws_.logits.buf, ws_.logits.offset, logits.data(),
-                       logits.size() * sizeof(float));
+    backend_->synchronize();  // a device fault surfaces here, before the call reports success
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-    logits_ = std::move(logits);
+    logits_state_ = logits_state::on_backend;
   } catch (...) {
     if (saved)
       memory_->restore(saved.get());
@@ -115,12 +132,37 @@ void session::prefill(std::span<const int32_t> tokens, const progress_fn& progre
   run(tokens, progress, true);
 }
 
-void session::decode(int32_t token) {
+void session::decode(int32_t token, int32_t* next) {
   check_tokens(std::span<const int32_t>(&token, 1));
-  if (full_) full_->mark_decode_step();
+  const auto t0 = std::chrono::steady_clock::now();
+  backend_->bind_thread();
+  const std::array<uint64_t, 4> rng = sampler_.state();
   // A dense memory forgets an unfinished step by itself; its snapshot is one counter.
-  run(std::span<const int32_t>(&token, 1), nullptr, config_.memory == memory_kind::dense);
-  if (full_ && config_.sparse.rectify_every > 0 &&
+  const std::unique_ptr<kv_memory::snapshot> saved =
+      config_.memory == memory_kind::dense ? memory_->save() : nullptr;
+  try {
+    const batch b{batch_kind::decode, std::span<const int32_t>(&token, 1), 0};
+    token_draw draw{config_.sampling, 0.0};
+    if (next) draw.u = sampler_.next_uniform();
+    kv_bytes_read_last_ = forward(env(), b, 1, next ? &draw : nullptr);
+    if (next)
+      backend_->download(*ws_.token.buf, ws_.token.offset, next, sizeof *next);
+    else
+      backend_->synchronize();
+    tokens_.push_back(token);
+    logits_state_ = logits_state::on_backend;
+  } catch (...) {
+    sampler_.set_state(rng);
+    if (saved)
+      memory_->restore(saved.get());
+    else
+      broken_ = "the session is unusable: an earlier step failed after changing the memory";
+    throw;
+  }
+  last_call_tokens_ = 1;
+  last_call_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (sparse_ && config_.sparse.rectify_every > 0 &&
       ++unrectified_ >= static_cast<uint64_t>(config_.sparse.rectify_every))
     rectify();
 }
@@ -130,16 +172,18 @@ void session::decode(int32_t token) {
 // layer; the logits of that pass are not used.
 void session::rectify() {
   if (unrectified_ == 0) return;
+  backend_->bind_thread();
   const size_t n = static_cast<size_t>(unrectified_);
   const size_t first = tokens_.size() - n;
   try {
     for (size_t done = 0; done < n;) {
       const size_t m = std::min(n - done, static_cast<size_t>(config_.n_batch));
-      full_->rewrite_next(static_cast<int64_t>(first + done));
-      forward(*backend_, model_->hp(), weights_, *memory_, ws_,
-              std::span<const int32_t>(tokens_).subspan(first + done, m), 0);
+      const batch b{batch_kind::rewrite, std::span<const int32_t>(tokens_).subspan(first + done, m),
+                    static_cast<int64_t>(first + done)};
+      forward(env(), b, 0, nullptr);
       done += m;
     }
+    backend_->synchronize();
   } catch (...) {
     broken_ = "the session is unusable: a rectification pass failed after changing the memory";
     throw;
@@ -149,9 +193,54 @@ void session::rectify() {
 }
 
 int32_t session::sample() {
-  if (logits_.empty())
+  if (logits_state_ == logits_state::none)
     fail(SA_ERR_MISUSE, "no logits to sample from: prefill or decode a token first");
-  return sampler_.sample(logits_);
+  if (!broken_.empty()) fail(SA_ERR_BACKEND, "%s", broken_.c_str());
+  backend_->bind_thread();
+  const std::array<uint64_t, 4> rng = sampler_.state();
+  try {
+    step_.clear();
+    const tensor u = step_.put_double(sampler_.next_uniform());
+    step_.flush();
+    backend_->sample(ws_.logits.row_range(0, 1), config_.sampling, u, ws_.token);
+    int32_t t = 0;
+    backend_->download(*ws_.token.buf, ws_.token.offset, &t, sizeof t);
+    return t;
+  } catch (...) {
+    sampler_.set_state(rng);
+    throw;
+  }
+}
+
+const std::vector<float>& session::logits() const {
+  if (logits_state_ == logits_state::on_backend) {
+    backend_->bind_thread();
+    logits_.resize(static_cast<size_t>(model_->hp().n_vocab));
+    backend_->download(*ws_.logits.buf, ws_.logits.offset, logits_.data(),
+                       logits_.size() * sizeof(float));
+    logits_state_ = logits_state::on_host;
+  } else if (logits_state_ == logits_state::none) {
+    logits_.clear();
+  }
+  return logits_;
+}
+
+void session::restore_history(std::vector<int32_t> tokens, std::vector<float> logits) {
+  backend_->bind_thread();
+  tokens_ = std::move(tokens);
+  logits_ = std::move(logits);
+  if (logits_.empty()) {
+    logits_state_ = logits_state::none;
+  } else {
+    backend_->upload(*ws_.logits.buf, ws_.logits.offset, logits_.data(),
+                     logits_.size() * sizeof(float));
+    logits_state_ = logits_state::on_host;
+  }
+  if (sparse_) {
+    const auto& dense = static_cast<const dense_memory&>(*memory_);
+    for (int32_t l = 0; l < model_->hp().n_layers; ++l) sparse_->rebuild(l, dense.view(l), dense.size());
+  }
+  backend_->synchronize();
 }
 
 void session::reset() {
@@ -159,7 +248,13 @@ void session::reset() {
   unrectified_ = 0;
   tokens_.clear();
   logits_.clear();
+  logits_state_ = logits_state::none;
   broken_.clear();
+}
+
+const std::vector<head_stat>& session::head_stats() const {
+  static const std::vector<head_stat> none;
+  return sparse_ ? sparse_->head_stats() : none;
 }
 
 session_stats session::stats() const {
@@ -170,10 +265,10 @@ session_stats session::stats() const {
   s.kv_bytes_held = m.bytes_held;
   s.kv_bytes_capacity = m.bytes_capacity;
   s.kv_bytes_read_last_call = kv_bytes_read_last_;
-  s.weight_bytes = weights_.bytes();
+  s.weight_bytes = weights_->bytes();
   s.last_call_tokens = last_call_tokens_;
   s.last_call_ms = last_call_ms_;
-  for (const head_stat& h : memory_->head_stats()) {
+  for (const head_stat& h : head_stats()) {
     if (!h.sparse) continue;
     s.sparse_keys_attended += static_cast<uint64_t>(h.keys_attended);
     s.sparse_keys_total += static_cast<uint64_t>(h.keys_total);

@@ -6,6 +6,9 @@
 // touches the memory; dense memory forgets an unfinished step for free, and should a bounded
 // memory fail in the middle of a step (a backend fault, never bad input), the session refuses
 // all further work rather than continue from a half-updated cache.
+//
+// The logits stay where they were computed: a decode step samples the next token on the
+// backend and downloads only that id; logits() downloads them on first use after a step.
 #pragma once
 
 #include <array>
@@ -13,17 +16,20 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/step_buffer.h"
 #include "memory/cascade_memory.h"
 #include "memory/dense_memory.h"
 #include "memory/kv_memory.h"
 #include "model/device_weights.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "policy/sparse_attention.h"
 #include "policy/sparse_config.h"
 #include "session/sampler.h"
 
@@ -33,10 +39,12 @@ enum class memory_kind { dense, streaming, cascade };
 
 struct session_config {
   backend_kind backend = backend_kind::cpu;
-  int32_t n_threads = 0;       // 0: one per core
+  int32_t device = 0;          // index among the backend kind's devices
+  int32_t n_threads = 0;       // 0: one per core (CPU)
   int32_t n_ctx = 0;           // dense: most tokens held; 0: the model's trained context
   int32_t n_batch = 256;       // prefill chunk (the stride of strided prefill)
   memory_kind memory = memory_kind::dense;
+  std::optional<dtype> kv_type;  // f32, f16 or bf16; none: the backend's default
   // streaming / cascade
   int32_t n_sinks = 64;
   int32_t cache_tokens = 0;    // sinks included; 0: the model's trained context
@@ -65,40 +73,48 @@ class session {
 
   // Appends tokens (chunked by n_batch) and computes the logits after the last one.
   void prefill(std::span<const int32_t> tokens, const progress_fn& progress);
-  // Appends one token and computes the logits after it.
-  void decode(int32_t token);
+  // Appends one token and computes the logits after it; with `next`, also draws the next token
+  // from them (on the backend: only its id is downloaded).
+  void decode(int32_t token, int32_t* next = nullptr);
   // Samples from the current logits (requires has_logits()).
   int32_t sample();
   void reset();
 
-  bool has_logits() const { return !logits_.empty(); }
-  const std::vector<float>& logits() const { return logits_; }
+  bool has_logits() const { return logits_state_ != logits_state::none; }
+  // The logits after the last token (downloaded on first use after a step).
+  const std::vector<float>& logits() const;
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const model& get_model() const { return *model_; }
   const kv_memory& memory() const { return *memory_; }
+  const backend& get_backend() const { return *backend_; }
   session_stats stats() const;
-  const std::vector<head_stat>& head_stats() const { return memory_->head_stats(); }
+  const std::vector<head_stat>& head_stats() const;
 
  private:
   void check_tokens(std::span<const int32_t> tokens) const;
-  // Runs checked tokens through the forward pass (callers check_tokens first).
+  // Prefills checked tokens (callers check_tokens first).
   void run(std::span<const int32_t> tokens, const progress_fn& progress, bool snapshot);
   void rectify();
   static std::unique_ptr<kv_memory> make_memory(backend& be, const model& m,
                                                 const device_weights& w, const session_config& c);
+  forward_env env();
 
   std::shared_ptr<const model> model_;
   session_config config_;
   std::unique_ptr<backend> backend_;
-  device_weights weights_;
-  std::unique_ptr<kv_memory> memory_;
+  std::shared_ptr<const device_weights> weights_;
+  step_buffer step_;
   workspace ws_;
   sampler sampler_;
+  std::unique_ptr<kv_memory> memory_;
+  std::unique_ptr<sparse_attention> sparse_;  // with query-aware sparsity
   std::vector<int32_t> tokens_;
-  std::vector<float> logits_;
+  // none: no logits yet; on_backend: in the workspace only; on_host: logits_ holds a copy too.
+  enum class logits_state { none, on_backend, on_host };
+  mutable logits_state logits_state_ = logits_state::none;
+  mutable std::vector<float> logits_;
   std::string broken_;  // why the session refuses work, or empty
   uint64_t kv_bytes_read_last_ = 0, last_call_tokens_ = 0, n_rectified_ = 0;
-  dense_memory* full_ = nullptr;  // the memory, when it does query-aware sparsity
   uint64_t unrectified_ = 0;      // sparse decode steps since the last rectification
   double last_call_ms_ = 0;
 
@@ -115,11 +131,9 @@ class session {
     n_rectified_ = r[1];
   }
   bool usable() const { return broken_.empty(); }
-  // A resumed session: the history and logits that go with the memory restored separately.
-  void restore_history(std::vector<int32_t> tokens, std::vector<float> logits) {
-    tokens_ = std::move(tokens);
-    logits_ = std::move(logits);
-  }
+  // A resumed session: the history and logits that go with the memory restored separately
+  // (derived state, such as page summaries, is rebuilt from the memory here).
+  void restore_history(std::vector<int32_t> tokens, std::vector<float> logits);
 };
 
 }  // namespace sa

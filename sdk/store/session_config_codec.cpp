@@ -37,6 +37,8 @@ constexpr choice<select_granularity> k_granularities[] = {
     {select_granularity::per_head, "per_head"}, {select_granularity::per_group, "per_group"}};
 constexpr choice<topk_source> k_topks[] = {{topk_source::quest, "quest"},
                                            {topk_source::oracle, "oracle"}};
+constexpr choice<dtype> k_kv_types[] = {
+    {dtype::f32, "f32"}, {dtype::f16, "f16"}, {dtype::bf16, "bf16"}};
 
 template <typename E, size_t N>
 const char* name_of(const choice<E> (&table)[N], E v) {
@@ -118,6 +120,16 @@ bool parse_choice(const choice<E> (&table)[N], const std::string& s, E& out) {
           c.path = s == "1"; \
           return true; \
         }}
+// The KV type: a session always records the one it resolved; a store written before sessions
+// had a choice lacks the key, and its K/V are f32 (decode_config's default).
+#define SA_KV_TYPE(path, table) \
+  field{[](const session_config& c) { return std::string(name_of(table, c.path.value_or(dtype::f32))); }, \
+        [](session_config& c, const std::string& s) { \
+          dtype t; \
+          if (!parse_choice(table, s, t)) return false; \
+          c.path = t; \
+          return true; \
+        }}
 #define SA_CHOICE(path, table) \
   field{[](const session_config& c) { return std::string(name_of(table, c.path)); }, \
         [](session_config& c, const std::string& s) { return parse_choice(table, s, c.path); }}
@@ -153,6 +165,7 @@ const std::vector<std::pair<const char*, field>>& fields() {
       {"top_k", SA_INT(sampling.top_k)},
       {"top_p", SA_FLOAT(sampling.top_p)},
       {"seed", SA_U64(sampling.seed)},
+      {"kv_type", SA_KV_TYPE(kv_type, k_kv_types)},
   };
   return f;
 }
@@ -162,6 +175,7 @@ const std::vector<std::pair<const char*, field>>& fields() {
 #undef SA_FLOAT
 #undef SA_BOOL
 #undef SA_CHOICE
+#undef SA_KV_TYPE
 
 }  // namespace
 
@@ -175,6 +189,7 @@ std::string encode_config(const session_config& c) {
 
 session_config decode_config(const std::string& text, const std::string& what) {
   session_config c;
+  c.kv_type = dtype::f32;  // stores written before the setting existed held f32 K/V
   std::set<std::string> seen;
   std::istringstream in(text);
   std::string line;

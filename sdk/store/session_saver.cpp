@@ -142,7 +142,8 @@ void session_saver::save(session& s) {
 
 std::unique_ptr<session> session_saver::resume(std::shared_ptr<const model> m,
                                                const std::string& path, const std::string& name,
-                                               backend_kind backend, int32_t n_threads,
+                                               backend_kind backend, int32_t device,
+                                               int32_t n_threads,
                                                std::unique_ptr<session_saver>& saver) {
   auto out_saver = std::make_unique<session_saver>(path, name);
   auto st = std::make_unique<session_store>(path, session_store::open_mode::existing);
@@ -185,6 +186,7 @@ std::unique_ptr<session> session_saver::resume(std::shared_ptr<const model> m,
       fail(SA_ERR_STORE, "%s: its row says memory '%s', its settings '%s'", what.c_str(),
            row.memory.c_str(), memory_name(c.memory));
     c.backend = backend;
+    c.device = device;
     c.n_threads = n_threads;
     try {
       s = std::make_unique<session>(m, c);

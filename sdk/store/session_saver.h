@@ -40,7 +40,8 @@ class session_saver {
   // another model.
   static std::unique_ptr<session> resume(std::shared_ptr<const model> m, const std::string& path,
                                          const std::string& name, backend_kind backend,
-                                         int32_t n_threads, std::unique_ptr<session_saver>& saver);
+                                         int32_t device, int32_t n_threads,
+                                         std::unique_ptr<session_saver>& saver);
 
   const std::string& path() const { return path_; }
   const std::string& name() const { return name_; }

@@ -1,49 +1,32 @@
-// Every CPU op against a naive double-precision reference written here, with awkward sizes.
-// The same calls go through the backend interface, so this file is the parity harness that
-// other backends will run too.
+// The op parity harness: every op of backend.h on every compiled backend against a naive
+// double-precision reference written here (or, for the largest shapes, against the CPU backend),
+// with awkward sizes: odd head counts and GQA groups, lengths that are no multiple of any tile,
+// 1-row and 4K-row batches, every weight type and every KV type.
+//
+// Tolerances are relative L2 errors, stated per backend and path: the CPU computes in f32 as the
+// reference does in double (~1e-6); a GPU's decode products keep f32 activations (~1e-6), its
+// batched products run on tensor cores with f16 operands (~1e-3), and f16/bf16 KV caches round
+// what they store (the reference reads the rounded values, so only the arithmetic differs).
+// On a machine without the backend's device the cases are reported as skipped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/ops.h"
+#include "backend/step_buffer.h"
+#include "backends.h"
 #include "quant/quants.h"
 
 namespace {
 
+using sa::backend_kind;
 using sa::dtype;
 using sa::tensor;
-
-struct harness {
-  std::unique_ptr<sa::backend> be = sa::make_backend(sa::backend_kind::cpu, 3);
-  std::vector<sa::buffer_ptr> owned;
-
-  tensor upload(const std::vector<float>& host, int64_t cols, int64_t rows = 1) {
-    owned.push_back(be->alloc(host.size() * sizeof(float)));
-    be->upload(*owned.back(), 0, host.data(), host.size() * sizeof(float));
-    tensor t;
-    t.buf = owned.back().get();
-    t.ne[0] = cols;
-    t.ne[1] = rows;
-    return t;
-  }
-  tensor upload_raw(const std::vector<uint8_t>& bytes, dtype type, int64_t cols, int64_t rows) {
-    owned.push_back(be->alloc(bytes.size()));
-    be->upload(*owned.back(), 0, bytes.data(), bytes.size());
-    tensor t;
-    t.buf = owned.back().get();
-    t.type = type;
-    t.ne[0] = cols;
-    t.ne[1] = rows;
-    return t;
-  }
-  std::vector<float> download(const tensor& t) {
-    std::vector<float> host(static_cast<size_t>(t.ne[0] * t.rows()));
-    be->download(*t.buf, t.offset, host.data(), host.size() * sizeof(float));
-    return host;
-  }
-};
 
 std::vector<float> random_vec(size_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);
@@ -53,62 +36,221 @@ std::vector<float> random_vec(size_t n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
-// Relative error ||a - b|| / ||b||.
+// Relative error ||a - b|| / ||b||; NaN anywhere fails.
 double rel_err(const std::vector<float>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
     num += (a[i] - b[i]) * (a[i] - b[i]);
     den += b[i] * b[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1));
 }
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  return rel_err(a, std::vector<double>(b.begin(), b.end()));
+}
 
-class matmul_types : public ::testing::TestWithParam<dtype> {};
+// Values as a cache of `type` stores them (the reference reads what is stored).
+std::vector<float> rounded(const std::vector<float>& v, dtype type) {
+  if (type == dtype::f32) return v;
+  std::vector<uint8_t> bytes(static_cast<size_t>(sa::row_bytes(type, static_cast<int64_t>(v.size()))));
+  sa::quantize_row(type, v.data(), bytes.data(), static_cast<int64_t>(v.size()));
+  std::vector<float> out(v.size());
+  sa::dequantize_row(type, bytes.data(), out.data(), static_cast<int64_t>(v.size()));
+  return out;
+}
 
-TEST_P(matmul_types, matches_double_reference_on_dequantized_weights) {
-  const dtype type = GetParam();
-  const int64_t block = sa::traits(type).block_elems;
-  const int64_t n_in = block == 256 ? 512 : 96, n_out = 37;
-  for (int64_t n_rows : {1, 2, 5, 17}) {
-    harness h;
-    const std::vector<float> wf = random_vec(static_cast<size_t>(n_in * n_out), 7);
-    std::vector<uint8_t> wq(static_cast<size_t>(sa::row_bytes(type, n_in) * n_out));
-    for (int64_t o = 0; o < n_out; ++o)
-      sa::quantize_row(type, wf.data() + o * n_in, wq.data() + o * sa::row_bytes(type, n_in), n_in);
-    // The reference multiplies by the weights the format actually stores.
-    std::vector<float> wd(wf.size());
-    for (int64_t o = 0; o < n_out; ++o)
-      sa::dequantize_row(type, wq.data() + o * sa::row_bytes(type, n_in), wd.data() + o * n_in, n_in);
-    const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n_rows), 11);
-    std::vector<double> ref(static_cast<size_t>(n_out * n_rows));
-    for (int64_t i = 0; i < n_rows; ++i)
-      for (int64_t o = 0; o < n_out; ++o) {
-        double s = 0;
-        for (int64_t k = 0; k < n_in; ++k) s += double{wd[o * n_in + k]} * x[i * n_in + k];
-        ref[i * n_out + o] = s;
-      }
-    const tensor w = h.upload_raw(wq, type, n_in, n_out);
-    const tensor xt = h.upload(x, n_in, n_rows);
-    const tensor y = h.upload(std::vector<float>(ref.size(), NAN), n_out, n_rows);
-    h.be->matmul(w, xt, y);
-    EXPECT_LT(rel_err(h.download(y), ref), 1e-5) << sa::traits(type).name << " rows " << n_rows;
+// One backend and the buffers of a test.
+struct harness {
+  backend_kind kind;
+  std::unique_ptr<sa::backend> be;
+  std::vector<sa::buffer_ptr> owned;
+  std::unique_ptr<sa::step_buffer> meta;
+
+  explicit harness(backend_kind k, int32_t threads = 3)
+      : kind(k), be(sa::make_backend(k, 0, threads)), meta(std::make_unique<sa::step_buffer>(*be)) {}
+  bool cpu() const { return kind == backend_kind::cpu; }
+
+  tensor alloc(size_t bytes, dtype type, int64_t cols, int64_t rows) {
+    owned.push_back(be->alloc(bytes));
+    tensor t;
+    t.buf = owned.back().get();
+    t.type = type;
+    t.ne[0] = cols;
+    t.ne[1] = rows;
+    return t;
+  }
+  // f32 values as a tensor of `type` (f32, f16 or bf16: converted on the host).
+  tensor upload(const std::vector<float>& host, int64_t cols, int64_t rows = 1,
+                dtype type = dtype::f32) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(sa::row_bytes(type, cols) * rows));
+    sa::quantize_row(type, host.data(), bytes.data(), cols * rows);
+    tensor t = alloc(bytes.size(), type, cols, rows);
+    be->upload(*t.buf, 0, bytes.data(), bytes.size());
+    return t;
+  }
+  tensor ints(const std::vector<int32_t>& host) {
+    tensor t = alloc(host.size() * 4 + 4, dtype::i32, static_cast<int64_t>(host.size()), 1);
+    be->upload(*t.buf, 0, host.data(), host.size() * 4);
+    return t;
+  }
+  // A weight given in the file's layout, uploaded the way a model's weights are.
+  tensor weight(const std::vector<uint8_t>& file_bytes, dtype type, int64_t cols, int64_t rows) {
+    const size_t size = be->weights_in_place() ? file_bytes.size() : be->weight_size(type, cols, rows);
+    tensor t = alloc(size, type, cols, rows);
+    if (be->weights_in_place())
+      be->upload(*t.buf, 0, file_bytes.data(), file_bytes.size());
+    else
+      be->upload_weight(*t.buf, 0, file_bytes.data(), type, cols, rows);
+    return t;
+  }
+  // A weight of `type` from f32 values; `stored` receives the values the format keeps.
+  tensor weight(const std::vector<float>& w, dtype type, int64_t cols, int64_t rows,
+                std::vector<float>& stored) {
+    const size_t rb = static_cast<size_t>(sa::row_bytes(type, cols));
+    std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
+    stored.resize(w.size());
+    for (int64_t o = 0; o < rows; ++o) {
+      sa::quantize_row(type, w.data() + o * cols, bytes.data() + static_cast<size_t>(o) * rb, cols);
+      sa::dequantize_row(type, bytes.data() + static_cast<size_t>(o) * rb, stored.data() + o * cols, cols);
+    }
+    return weight(bytes, type, cols, rows);
+  }
+  std::vector<float> download(const tensor& t) {
+    std::vector<float> host(static_cast<size_t>(t.elements()));
+    if (t.type == dtype::f32) {
+      be->download(*t.buf, t.offset, host.data(), host.size() * sizeof(float));
+    } else {
+      std::vector<uint8_t> bytes(t.n_bytes());
+      be->download(*t.buf, t.offset, bytes.data(), bytes.size());
+      sa::dequantize_row(t.type, bytes.data(), host.data(), t.elements());
+    }
+    return host;
+  }
+  std::vector<int32_t> download_ints(const tensor& t) {
+    std::vector<int32_t> host(static_cast<size_t>(t.elements()));
+    be->download(*t.buf, t.offset, host.data(), host.size() * 4);
+    return host;
+  }
+};
+
+class ops : public ::testing::TestWithParam<backend_kind> {
+ protected:
+  void SetUp() override { SA_SKIP_WITHOUT_DEVICE(GetParam()); }
+  bool cpu() const { return GetParam() == backend_kind::cpu; }
+  // A tolerance stated per backend.
+  double tol(double on_cpu, double on_gpu) const { return cpu() ? on_cpu : on_gpu; }
+};
+
+INSTANTIATE_TEST_SUITE_P(backends, ops, ::testing::ValuesIn(sa_test::compiled_backends()),
+                         sa_test::backend_name());
+
+// ---- products ---------------------------------------------------------------------------------
+
+const dtype k_weight_types[] = {dtype::f32,  dtype::f16,  dtype::bf16, dtype::q8_0,
+                                dtype::q4_0, dtype::q4_k, dtype::q6_k};
+
+// y[i][o] = sum_k x[i][k] w[o][k] in double.
+std::vector<double> ref_matmul(const std::vector<float>& w, const std::vector<float>& x,
+                               int64_t n_in, int64_t n_out, int64_t n) {
+  std::vector<double> y(static_cast<size_t>(n * n_out));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < n_out; ++o) {
+      double s = 0;
+      for (int64_t k = 0; k < n_in; ++k) s += double{w[o * n_in + k]} * x[i * n_in + k];
+      y[i * n_out + o] = s;
+    }
+  return y;
+}
+
+TEST_P(ops, matmul_matches_double_reference_on_stored_weights_for_every_type) {
+  for (dtype type : k_weight_types) {
+    const int64_t block = sa::traits(type).block_elems;
+    const int64_t n_in = block == 256 ? 512 : 96, n_out = 37;
+    for (int64_t n_rows : {1, 2, 5, 17, 70}) {
+      harness h(GetParam());
+      std::vector<float> wd;
+      const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 7), type, n_in, n_out, wd);
+      const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n_rows), 11);
+      const std::vector<double> ref = ref_matmul(wd, x, n_in, n_out, n_rows);
+      const tensor xt = h.upload(x, n_in, n_rows);
+      const tensor y = h.upload(std::vector<float>(ref.size(), NAN), n_out, n_rows);
+      h.be->matmul(w, xt, y);
+      // A GPU runs a few rows as f32 matrix-vector products and more on tensor cores (f16).
+      const double t = tol(1e-5, n_rows <= 8 || type == dtype::f32 ? 1e-5 : 3e-3);
+      EXPECT_LT(rel_err(h.download(y), ref), t) << sa::traits(type).name << " rows " << n_rows;
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(all, matmul_types,
-                         ::testing::Values(dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0,
-                                           dtype::q4_0, dtype::q4_k, dtype::q6_k));
+TEST_P(ops, matmul_on_the_shapes_of_a_model_layer) {
+  // Wider products, every type, decode (1 row) and a prefill chunk (256 rows).
+  for (dtype type : k_weight_types) {
+    for (int64_t n_rows : {1, 256}) {
+      harness h(GetParam());
+      const int64_t n_in = 1024, n_out = 768 + 40;  // no tile divides the outputs
+      std::vector<float> wd;
+      const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 21, 0.05f), type, n_in,
+                                n_out, wd);
+      const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n_rows), 22);
+      const std::vector<double> ref = ref_matmul(wd, x, n_in, n_out, n_rows);
+      const tensor xt = h.upload(x, n_in, n_rows);
+      const tensor y = h.upload(std::vector<float>(ref.size(), NAN), n_out, n_rows);
+      h.be->matmul(w, xt, y);
+      const double t = tol(1e-5, n_rows == 1 || type == dtype::f32 ? 1e-5 : 3e-3);
+      EXPECT_LT(rel_err(h.download(y), ref), t) << sa::traits(type).name << " rows " << n_rows;
+    }
+  }
+}
 
-TEST(ops, matmul_rows_do_not_depend_on_batch_or_threads) {
+TEST_P(ops, fused_products_equal_their_parts) {
+  for (dtype type : {dtype::f16, dtype::q8_0, dtype::q4_k}) {
+    for (int64_t n : {1, 3, 40}) {
+      harness h(GetParam());
+      const int64_t n_in = 256, n_ff = 96, n_kv = 64;
+      std::vector<float> gd, ud, kd;
+      const tensor gate = h.weight(random_vec(static_cast<size_t>(n_in * n_ff), 1, 0.1f), type, n_in, n_ff, gd);
+      const tensor up = h.weight(random_vec(static_cast<size_t>(n_in * n_ff), 2, 0.1f), type, n_in, n_ff, ud);
+      const tensor wk = h.weight(random_vec(static_cast<size_t>(n_in * n_kv), 3, 0.1f), type, n_in, n_kv, kd);
+      const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n), 4);
+      const tensor xt = h.upload(x, n_in, n);
+      const double t = tol(1e-5, n <= 8 ? 1e-5 : 3e-3);
+      // silu(x gate^T) * (x up^T)
+      const std::vector<double> g = ref_matmul(gd, x, n_in, n_ff, n), u = ref_matmul(ud, x, n_in, n_ff, n);
+      std::vector<double> sw(g.size());
+      for (size_t i = 0; i < g.size(); ++i) sw[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      const tensor out = h.upload(std::vector<float>(sw.size(), NAN), n_ff, n);
+      h.be->matmul_swiglu(gate, up, xt, out);
+      EXPECT_LT(rel_err(h.download(out), sw), t) << "swiglu " << sa::traits(type).name << " " << n;
+      // y += x w^T
+      const std::vector<float> y0 = random_vec(static_cast<size_t>(n * n_kv), 5);
+      std::vector<double> acc = ref_matmul(kd, x, n_in, n_kv, n);
+      for (size_t i = 0; i < acc.size(); ++i) acc[i] += y0[i];
+      const tensor y = h.upload(y0, n_kv, n);
+      h.be->matmul_add(wk, xt, y);
+      EXPECT_LT(rel_err(h.download(y), acc), t) << "add " << sa::traits(type).name << " " << n;
+      // three products of one input
+      const tensor a = h.upload(std::vector<float>(static_cast<size_t>(n * n_ff), NAN), n_ff, n);
+      const tensor b = h.upload(std::vector<float>(static_cast<size_t>(n * n_ff), NAN), n_ff, n);
+      const tensor c = h.upload(std::vector<float>(static_cast<size_t>(n * n_kv), NAN), n_kv, n);
+      const tensor ws[] = {gate, up, wk}, ys[] = {a, b, c};
+      h.be->matmul_n(xt, ws, ys);
+      EXPECT_LT(rel_err(h.download(a), g), t) << "n[0] " << sa::traits(type).name;
+      EXPECT_LT(rel_err(h.download(b), u), t) << "n[1] " << sa::traits(type).name;
+      EXPECT_LT(rel_err(h.download(c), ref_matmul(kd, x, n_in, n_kv, n)), t) << "n[2]";
+    }
+  }
+}
+
+TEST_P(ops, matmul_rows_do_not_depend_on_batch_or_threads) {
+  if (!cpu()) GTEST_SKIP() << "bitwise row independence is a property of the CPU reference";
   // Row i of a batched product equals the product of row i alone, bit for bit.
   const int64_t n_in = 64, n_out = 23, n = 9;
   const std::vector<float> w = random_vec(static_cast<size_t>(n_in * n_out), 3);
   const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n), 4);
   std::vector<float> batched;
   for (int threads : {1, 2, 5}) {
-    auto be = sa::make_backend(sa::backend_kind::cpu, threads);
-    harness h;
-    h.be = std::move(be);
+    harness h(GetParam(), threads);
     const tensor wt = h.upload(w, n_in, n_out), xt = h.upload(x, n_in, n);
     const tensor y = h.upload(std::vector<float>(static_cast<size_t>(n_out * n)), n_out, n);
     h.be->matmul(wt, xt, y);
@@ -124,26 +266,27 @@ TEST(ops, matmul_rows_do_not_depend_on_batch_or_threads) {
   }
 }
 
-TEST(ops, embed_dequantizes_the_selected_rows) {
-  harness h;
-  const int64_t d = 64, vocab = 10;
-  const std::vector<float> table = random_vec(static_cast<size_t>(d * vocab), 5);
-  std::vector<uint8_t> q(static_cast<size_t>(sa::row_bytes(dtype::q8_0, d) * vocab));
-  for (int64_t r = 0; r < vocab; ++r)
-    sa::quantize_row(dtype::q8_0, table.data() + r * d, q.data() + r * sa::row_bytes(dtype::q8_0, d), d);
-  const tensor t = h.upload_raw(q, dtype::q8_0, d, vocab);
-  const std::vector<int32_t> ids = {9, 0, 4, 4};
-  const tensor out = h.upload(std::vector<float>(static_cast<size_t>(d * 4)), d, 4);
-  h.be->embed(t, ids, out);
-  const std::vector<float> got = h.download(out);
-  for (size_t i = 0; i < ids.size(); ++i)
-    for (int64_t c = 0; c < d; ++c)  // Q8_0 keeps each value within half a step of max/127
-      EXPECT_NEAR(got[i * d + c], table[ids[i] * d + c], 0.03) << i << "," << c;
+TEST_P(ops, embed_dequantizes_the_selected_rows_of_every_type) {
+  for (dtype type : k_weight_types) {
+    harness h(GetParam());
+    const int64_t d = 256, vocab = 10;
+    std::vector<float> stored;
+    const tensor t = h.weight(random_vec(static_cast<size_t>(d * vocab), 5), type, d, vocab, stored);
+    const std::vector<int32_t> ids = {9, 0, 4, 4};
+    const tensor out = h.upload(std::vector<float>(static_cast<size_t>(d * 4), NAN), d, 4);
+    h.be->embed(t, h.ints(ids), out);
+    const std::vector<float> got = h.download(out);
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t c = 0; c < d; ++c)
+        ASSERT_EQ(got[i * d + c], stored[ids[i] * d + c]) << sa::traits(type).name << " " << i << "," << c;
+  }
 }
 
-TEST(ops, rmsnorm_matches_reference) {
-  harness h;
-  for (int64_t cols : {1, 7, 64, 129}) {
+// ---- element-wise ------------------------------------------------------------------------------
+
+TEST_P(ops, rmsnorm_matches_reference) {
+  harness h(GetParam());
+  for (int64_t cols : {1, 7, 64, 129, 4096}) {
     const int64_t rows = 3;
     const std::vector<float> x = random_vec(static_cast<size_t>(rows * cols), 8, 3.0f);
     const std::vector<float> w = random_vec(static_cast<size_t>(cols), 9);
@@ -155,54 +298,65 @@ TEST(ops, rmsnorm_matches_reference) {
       for (int64_t c = 0; c < cols; ++c) ref[i * cols + c] = x[i * cols + c] * inv * w[c];
     }
     const tensor xt = h.upload(x, cols, rows), wt = h.upload(w, cols);
-    const tensor y = h.upload(std::vector<float>(x.size()), cols, rows);
+    const tensor y = h.upload(std::vector<float>(x.size(), NAN), cols, rows);
     h.be->rmsnorm(xt, wt, 1e-6f, y);
-    EXPECT_LT(rel_err(h.download(y), ref), 1e-6) << cols;
+    EXPECT_LT(rel_err(h.download(y), ref), tol(1e-6, 1e-6)) << cols;
+    h.be->rmsnorm(xt, wt, 1e-6f, xt);  // in place
+    EXPECT_LT(rel_err(h.download(xt), ref), tol(1e-6, 1e-6)) << cols << " in place";
   }
 }
 
-class rope_modes : public ::testing::TestWithParam<sa::rope_mode> {};
+struct rope_case {
+  int32_t heads = 3, hd = 16, n_rot = 12;  // partial rotation: dims >= n_rot untouched
+  std::vector<int32_t> pos = {0, 1, 17, 1000, 4095};
+  std::vector<float> factors = {1.0f, 2.0f, 1.0f, 4.0f, 1.0f, 8.0f};
+  // Rotates x [n][heads][hd] in double.
+  std::vector<double> apply(const std::vector<float>& x, sa::rope_mode mode) const {
+    std::vector<double> ref(x.begin(), x.end());
+    for (size_t r = 0; r < pos.size(); ++r)
+      for (int32_t hh = 0; hh < heads; ++hh)
+        for (int32_t i = 0; i < n_rot / 2; ++i) {
+          const double theta = pos[r] * 0.5 * std::pow(500000.0, -2.0 * i / n_rot) / factors[static_cast<size_t>(i)];
+          const int32_t a = mode == sa::rope_mode::adjacent ? 2 * i : i;
+          const int32_t b = mode == sa::rope_mode::adjacent ? 2 * i + 1 : i + n_rot / 2;
+          const size_t base = (r * static_cast<size_t>(heads) + static_cast<size_t>(hh)) * static_cast<size_t>(hd);
+          const double x0 = x[base + a], x1 = x[base + b];
+          ref[base + a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+          ref[base + b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        }
+    return ref;
+  }
+  sa::rope_params params(sa::rope_mode mode, const tensor* f) const {
+    sa::rope_params p;
+    p.mode = mode;
+    p.n_rot = n_rot;
+    p.freq_base = 500000.0f;
+    p.freq_scale = 0.5f;
+    p.freq_factors = f;
+    return p;
+  }
+};
 
-TEST_P(rope_modes, rotates_the_documented_pairs) {
-  const sa::rope_mode mode = GetParam();
-  harness h;
-  const int32_t heads = 3, hd = 16, n_rot = 12;  // partial rotation: dims >= n_rot untouched
-  const std::vector<int32_t> pos = {0, 1, 17, 1000, 4095};
-  const int64_t n = static_cast<int64_t>(pos.size());
-  const std::vector<float> x = random_vec(static_cast<size_t>(n * heads * hd), 10);
-  const std::vector<float> factors = {1.0f, 2.0f, 1.0f, 4.0f, 1.0f, 8.0f};
-  std::vector<double> ref(x.begin(), x.end());
-  for (int64_t r = 0; r < n; ++r)
-    for (int32_t hh = 0; hh < heads; ++hh)
-      for (int32_t i = 0; i < n_rot / 2; ++i) {
-        const double theta = pos[r] * 0.5 * std::pow(500000.0, -2.0 * i / n_rot) / factors[i];
-        const int32_t a = mode == sa::rope_mode::adjacent ? 2 * i : i;
-        const int32_t b = mode == sa::rope_mode::adjacent ? 2 * i + 1 : i + n_rot / 2;
-        const size_t base = static_cast<size_t>((r * heads + hh) * hd);
-        const double x0 = x[base + a], x1 = x[base + b];
-        ref[base + a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-        ref[base + b] = x0 * std::sin(theta) + x1 * std::cos(theta);
-      }
-  const tensor t = h.upload(x, heads * hd, n);
-  sa::rope_params p;
-  p.mode = mode;
-  p.n_rot = n_rot;
-  p.freq_base = 500000.0f;
-  p.freq_scale = 0.5f;
-  p.freq_factors = factors.data();
-  h.be->rope(t, heads, hd, pos, p);
-  const std::vector<float> got = h.download(t);
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 2e-6) << i;
+TEST_P(ops, rope_rotates_the_documented_pairs) {
+  for (sa::rope_mode mode : {sa::rope_mode::adjacent, sa::rope_mode::neox}) {
+    harness h(GetParam());
+    const rope_case rc;
+    const int64_t n = static_cast<int64_t>(rc.pos.size());
+    const std::vector<float> x = random_vec(static_cast<size_t>(n * rc.heads * rc.hd), 10);
+    const std::vector<double> ref = rc.apply(x, mode);
+    const tensor t = h.upload(x, rc.heads * rc.hd, n);
+    const tensor f = h.upload(rc.factors, static_cast<int64_t>(rc.factors.size()));
+    h.be->rope(t, rc.heads, rc.hd, h.ints(rc.pos), rc.params(mode, &f));
+    const std::vector<float> got = h.download(t);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 2e-6) << i;
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(all, rope_modes,
-                         ::testing::Values(sa::rope_mode::adjacent, sa::rope_mode::neox));
-
-TEST(ops, swiglu_add_and_bias) {
-  harness h;
+TEST_P(ops, swiglu_add_and_bias) {
+  harness h(GetParam());
   const std::vector<float> g = random_vec(301, 1, 4.0f), u = random_vec(301, 2);
   const tensor gt = h.upload(g, 301), ut = h.upload(u, 301);
-  const tensor out = h.upload(std::vector<float>(301), 301);
+  const tensor out = h.upload(std::vector<float>(301, NAN), 301);
   h.be->swiglu(gt, ut, out);
   std::vector<double> ref(301);
   for (size_t i = 0; i < 301; ++i) ref[i] = g[i] / (1 + std::exp(-double{g[i]})) * u[i];
@@ -219,169 +373,279 @@ TEST(ops, swiglu_add_and_bias) {
   for (size_t i = 0; i < yb.size(); ++i) EXPECT_FLOAT_EQ(yb[i], y[i] + b[i % 5]);
 }
 
-TEST(ops, attention_with_lse_matches_reference_under_gqa) {
-  harness h;
-  const int32_t n_heads = 6, n_kv = 2, hd = 24;
-  const int64_t cap = 50;
-  const std::vector<int32_t> kv_len = {1, 7, 50, 0, 33};
-  const int64_t n = static_cast<int64_t>(kv_len.size());
-  const std::vector<float> q = random_vec(static_cast<size_t>(n * n_heads * hd), 20);
-  const std::vector<float> k = random_vec(static_cast<size_t>(n_kv * cap * hd), 21, 2.0f);
-  const std::vector<float> v = random_vec(static_cast<size_t>(n_kv * cap * hd), 22);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<double> ref_o(q.size(), 0.0), ref_lse(static_cast<size_t>(n * n_heads));
-  for (int64_t i = 0; i < n; ++i)
-    for (int32_t hh = 0; hh < n_heads; ++hh) {
-      const int32_t kvh = hh / (n_heads / n_kv);
-      const size_t qo = static_cast<size_t>((i * n_heads + hh) * hd);
-      if (kv_len[i] == 0) {
-        ref_lse[i * n_heads + hh] = -INFINITY;
-        continue;
+// ---- caches ------------------------------------------------------------------------------------
+
+const dtype k_kv_types[] = {dtype::f32, dtype::f16, dtype::bf16};
+
+TEST_P(ops, store_kv_writes_head_major_slots_of_every_cache_type) {
+  for (dtype type : k_kv_types) {
+    harness h(GetParam());
+    const int64_t cap = 5, hd = 8, n_kv = 2;
+    const tensor cache = h.upload(std::vector<float>(static_cast<size_t>(n_kv * cap * hd), 0.0f), hd,
+                                  n_kv * cap, type);
+    const std::vector<float> src = random_vec(static_cast<size_t>(2 * n_kv * hd), 6);  // [2][2][8]
+    const tensor s = h.upload(src, n_kv * hd, 2);
+    h.be->store_kv(cache, cap, s, h.ints({4, 1}));
+    const std::vector<float> c = h.download(cache), want = rounded(src, type);
+    for (int64_t g = 0; g < n_kv; ++g)
+      for (int64_t d = 0; d < hd; ++d) {
+        EXPECT_EQ(c[(g * cap + 4) * hd + d], want[(0 * n_kv + g) * hd + d]) << sa::traits(type).name;
+        EXPECT_EQ(c[(g * cap + 1) * hd + d], want[(1 * n_kv + g) * hd + d]) << sa::traits(type).name;
+        EXPECT_EQ(c[(g * cap + 0) * hd + d], 0.0f);
       }
-      std::vector<double> s(static_cast<size_t>(kv_len[i]));
-      double m = -INFINITY;
-      for (int32_t t = 0; t < kv_len[i]; ++t) {
-        double dot = 0;
-        for (int32_t d = 0; d < hd; ++d) dot += double{q[qo + d]} * k[(kvh * cap + t) * hd + d];
-        s[t] = dot * scale;
-        m = std::max(m, s[t]);
+  }
+}
+
+TEST_P(ops, rope_store_kv_equals_rope_then_store) {
+  for (dtype type : k_kv_types) {
+    harness h(GetParam());
+    const rope_case rc;
+    const int32_t n_heads = 6, n_kv = 3;
+    const int64_t n = static_cast<int64_t>(rc.pos.size()), cap = 4100;
+    const std::vector<float> q = random_vec(static_cast<size_t>(n * n_heads * rc.hd), 1);
+    const std::vector<float> k = random_vec(static_cast<size_t>(n * n_kv * rc.hd), 2);
+    const std::vector<float> v = random_vec(static_cast<size_t>(n * n_kv * rc.hd), 3);
+    const tensor f = h.upload(rc.factors, static_cast<int64_t>(rc.factors.size()));
+    const sa::rope_params p = rc.params(sa::rope_mode::neox, &f);
+    const tensor qt = h.upload(q, n_heads * rc.hd, n), kt = h.upload(k, n_kv * rc.hd, n),
+                 vt = h.upload(v, n_kv * rc.hd, n);
+    const tensor kc = h.upload(std::vector<float>(static_cast<size_t>(n_kv * cap * rc.hd)), rc.hd, n_kv * cap, type);
+    const tensor vc = h.upload(std::vector<float>(static_cast<size_t>(n_kv * cap * rc.hd)), rc.hd, n_kv * cap, type);
+    h.be->rope_store_kv(qt, kt, vt, n_heads, n_kv, rc.hd, h.ints(rc.pos), p, kc, vc, cap, h.ints(rc.pos));
+    rope_case rq = rc;
+    rq.heads = n_heads;
+    const std::vector<double> q_ref = rq.apply(q, sa::rope_mode::neox);
+    rope_case rk = rc;
+    rk.heads = n_kv;
+    const std::vector<double> k_ref = rk.apply(k, sa::rope_mode::neox);
+    const std::vector<float> qg = h.download(qt), kcg = h.download(kc), vcg = h.download(vc);
+    for (size_t i = 0; i < qg.size(); ++i) ASSERT_NEAR(qg[i], q_ref[i], 2e-6) << i;
+    std::vector<float> k_rot(k_ref.begin(), k_ref.end());
+    const std::vector<float> k_want = rounded(k_rot, type), v_want = rounded(v, type);
+    const double kt_tol = type == dtype::f32 ? 2e-6 : (type == dtype::f16 ? 2e-3 : 1.6e-2);
+    for (int64_t r = 0; r < n; ++r)
+      for (int32_t g = 0; g < n_kv; ++g)
+        for (int32_t d = 0; d < rc.hd; ++d) {
+          const size_t c = static_cast<size_t>((g * cap + rc.pos[static_cast<size_t>(r)]) * rc.hd + d);
+          const size_t s = static_cast<size_t>((r * n_kv + g) * rc.hd + d);
+          // A key rounds to the cache type after rotation: within one rounding of the reference.
+          ASSERT_NEAR(kcg[c], k_want[s], kt_tol * (1 + std::fabs(k_want[s]))) << sa::traits(type).name;
+          ASSERT_EQ(vcg[c], v_want[s]) << sa::traits(type).name;
+        }
+  }
+}
+
+TEST_P(ops, gather_rope_equals_rope_on_copied_rows) {
+  for (dtype type : k_kv_types) {
+    harness h(GetParam());
+    const int32_t n_kv = 2, hd = 16;
+    const int64_t cap = 12, dst_cap = 5;
+    const std::vector<float> src = rounded(random_vec(static_cast<size_t>(n_kv * cap * hd), 40), type);
+    const std::vector<int32_t> rows = {11, 0, 4, 4};
+    const std::vector<int32_t> pos = {3, 0, 900, 7};
+    sa::rope_params p;
+    p.n_rot = hd;
+    const tensor st = h.upload(src, hd, n_kv * cap, type);
+    const tensor dst = h.upload(std::vector<float>(static_cast<size_t>(n_kv * dst_cap * hd), 0), hd,
+                                n_kv * dst_cap, type);
+    h.be->gather_rope(st, cap, h.ints(rows), h.ints(pos), 4, p, dst, dst_cap);
+    const std::vector<float> got = h.download(dst);
+    // Reference: rotate the copied rows in double, then round to the cache type.
+    rope_case rc;
+    rc.heads = n_kv;
+    rc.hd = hd;
+    rc.n_rot = hd;
+    for (size_t j = 0; j < rows.size(); ++j)
+      for (int32_t g = 0; g < n_kv; ++g) {
+        std::vector<double> v(static_cast<size_t>(hd));
+        for (int32_t d = 0; d < hd; ++d) v[static_cast<size_t>(d)] = src[static_cast<size_t>((g * cap + rows[j]) * hd + d)];
+        for (int32_t i = 0; i < hd / 2; ++i) {
+          const double th = pos[j] * std::pow(10000.0, -2.0 * i / hd);
+          const double x0 = v[static_cast<size_t>(2 * i)], x1 = v[static_cast<size_t>(2 * i + 1)];
+          v[static_cast<size_t>(2 * i)] = x0 * std::cos(th) - x1 * std::sin(th);
+          v[static_cast<size_t>(2 * i + 1)] = x0 * std::sin(th) + x1 * std::cos(th);
+        }
+        const double t = type == dtype::f32 ? 2e-6 : (type == dtype::f16 ? 2e-3 : 1.6e-2);
+        for (int32_t d = 0; d < hd; ++d)
+          ASSERT_NEAR(got[static_cast<size_t>((g * dst_cap + static_cast<int64_t>(j)) * hd + d)],
+                      v[static_cast<size_t>(d)], t * (1 + std::fabs(v[static_cast<size_t>(d)])))
+              << sa::traits(type).name << " " << j;
       }
-      double l = 0;
-      for (double& e : s) l += (e = std::exp(e - m));
-      for (int32_t t = 0; t < kv_len[i]; ++t)
-        for (int32_t d = 0; d < hd; ++d) ref_o[qo + d] += s[t] / l * v[(kvh * cap + t) * hd + d];
-      ref_lse[i * n_heads + hh] = m + std::log(l);
-    }
-  const tensor qt = h.upload(q, n_heads * hd, n);
-  const tensor kt = h.upload(k, hd, n_kv * cap), vt = h.upload(v, hd, n_kv * cap);
-  const tensor out = h.upload(std::vector<float>(q.size(), NAN), n_heads * hd, n);
-  const tensor lse = h.upload(std::vector<float>(ref_lse.size(), NAN), n_heads, n);
-  h.be->attention(qt, sa::kv_view{&kt, &vt, cap, 0, {}}, n_heads, n_kv, hd, kv_len, scale, out, lse,
-                  nullptr);
-  const std::vector<float> o = h.download(out), l = h.download(lse);
-  EXPECT_LT(rel_err(o, ref_o), 1e-5);
-  for (size_t i = 0; i < l.size(); ++i) {
-    if (std::isinf(ref_lse[i])) {
-      EXPECT_TRUE(std::isinf(l[i]) && l[i] < 0) << i;
+  }
+}
+
+TEST_P(ops, move_rows_runs_in_order_per_head) {
+  for (dtype type : k_kv_types) {
+    harness h(GetParam());
+    const int64_t cap = 4, hd = 2;
+    // head 0 rows: (0,0) (1,1) (2,2) (3,3); head 1 rows: (10..) ...
+    std::vector<float> c;
+    for (int g = 0; g < 2; ++g)
+      for (int r = 0; r < cap; ++r) c.insert(c.end(), 2, static_cast<float>(10 * g + r));
+    const tensor ct = h.upload(c, hd, 2 * cap, type);
+    // A chain on head 0: 2->3, 1->2, 0->1 (deepest first); one move on head 1: 3->0.
+    h.be->move_rows(ct, cap, h.ints({0, 2, 3, 0, 1, 2, 0, 0, 1, 1, 3, 0}), 4);
+    const std::vector<float> want = {0, 0, 0, 0, 1, 1, 2, 2, 13, 13, 11, 11, 12, 12, 13, 13};
+    EXPECT_EQ(h.download(ct), want) << sa::traits(type).name;
+  }
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+// Attention of q rows over a cache, in double. k, v [n_kv][cap][hd] (values at v_rows[t] when
+// given); mass (optional) [n_heads][n_keys] with row weights.
+struct attention_ref {
+  std::vector<double> out, lse, mass;
+  attention_ref(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                int32_t n_heads, int32_t n_kv, int32_t hd, int64_t cap, int64_t v_cap,
+                const std::vector<int32_t>& kv_len, double scale,
+                const std::vector<int32_t>* v_rows = nullptr, const std::vector<float>* w = nullptr,
+                int64_t n_keys = 0) {
+    const int64_t n = static_cast<int64_t>(kv_len.size());
+    out.assign(q.size(), 0.0);
+    lse.assign(static_cast<size_t>(n * n_heads), 0.0);
+    if (w) mass.assign(static_cast<size_t>(n_heads * n_keys), 0.0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int32_t hh = 0; hh < n_heads; ++hh) {
+        const int32_t g = hh / (n_heads / n_kv);
+        const size_t qo = static_cast<size_t>((i * n_heads + hh) * hd);
+        const int32_t len = kv_len[static_cast<size_t>(i)];
+        if (len == 0) {
+          lse[static_cast<size_t>(i * n_heads + hh)] = -INFINITY;
+          continue;
+        }
+        std::vector<double> s(static_cast<size_t>(len));
+        double m = -INFINITY;
+        for (int32_t t = 0; t < len; ++t) {
+          double dot = 0;
+          for (int32_t d = 0; d < hd; ++d) dot += double{q[qo + d]} * k[static_cast<size_t>((g * cap + t) * hd + d)];
+          s[static_cast<size_t>(t)] = dot * scale;
+          m = std::max(m, s[static_cast<size_t>(t)]);
+        }
+        double l = 0;
+        for (double& e : s) l += (e = std::exp(e - m));
+        for (int32_t t = 0; t < len; ++t) {
+          const int64_t vr = v_rows ? (*v_rows)[static_cast<size_t>(t)] : t;
+          for (int32_t d = 0; d < hd; ++d)
+            out[qo + d] += s[static_cast<size_t>(t)] / l * v[static_cast<size_t>((g * v_cap + vr) * hd + d)];
+          if (w) mass[static_cast<size_t>(hh * n_keys + t)] += (*w)[static_cast<size_t>(i)] * s[static_cast<size_t>(t)] / l;
+        }
+        lse[static_cast<size_t>(i * n_heads + hh)] = m + std::log(l);
+      }
+  }
+};
+
+void expect_lse(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i])) {
+      EXPECT_TRUE(std::isinf(got[i]) && got[i] < 0) << i;
     } else {
-      EXPECT_NEAR(l[i], ref_lse[i], 1e-5) << i;
+      EXPECT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << i;
     }
   }
 }
 
-TEST(ops, store_kv_writes_head_major_slots) {
-  harness h;
-  const int64_t cap = 5, hd = 3, n_kv = 2;
-  const tensor cache = h.upload(std::vector<float>(static_cast<size_t>(n_kv * cap * hd), 0.0f), hd,
-                                n_kv * cap);
-  const std::vector<float> src = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};  // [2 rows][2 heads][3]
-  const tensor s = h.upload(src, n_kv * hd, 2);
-  const std::vector<int32_t> slots = {4, 1};
-  h.be->store_kv(cache, cap, s, slots);
-  const std::vector<float> c = h.download(cache);
-  // head 0: slot 4 <- row 0 head 0 (1 2 3), slot 1 <- row 1 head 0 (7 8 9)
-  EXPECT_EQ(c[4 * 3 + 0], 1);
-  EXPECT_EQ(c[1 * 3 + 2], 9);
-  // head 1 starts at cap*hd: slot 4 <- (4 5 6), slot 1 <- (10 11 12)
-  EXPECT_EQ(c[15 + 4 * 3 + 1], 5);
-  EXPECT_EQ(c[15 + 1 * 3 + 0], 10);
-  EXPECT_EQ(c[0], 0);
-}
+struct attention_shape {
+  int32_t n_heads, n_kv, hd;
+  std::vector<int32_t> kv_len;
+};
 
-}  // namespace
-
-namespace {
-
-TEST(ops, attention_reads_values_through_an_index_and_sums_key_mass) {
-  // Keys compact [n_kv][n_keys][hd]; values scattered in a bigger cache at v_rows.
-  harness h;
-  const int32_t n_heads = 4, n_kv = 2, hd = 8, n_keys = 9;
-  const int64_t v_cap = 20;
-  const std::vector<int32_t> v_rows = {19, 3, 0, 7, 11, 12, 5, 1, 16};
-  const std::vector<int32_t> kv_len = {6, 9, 9};  // causal-like spans
-  const std::vector<float> w = {0.25f, 0.5f, 1.0f};
-  const int64_t n = 3;
-  const std::vector<float> q = random_vec(static_cast<size_t>(n * n_heads * hd), 30);
-  const std::vector<float> k = random_vec(static_cast<size_t>(n_kv * n_keys * hd), 31);
-  const std::vector<float> v = random_vec(static_cast<size_t>(n_kv * v_cap * hd), 32);
-  std::vector<double> ref_o(q.size(), 0.0), ref_mass(static_cast<size_t>(n_heads * n_keys), 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int32_t hh = 0; hh < n_heads; ++hh) {
-      const int32_t g = hh / (n_heads / n_kv);
-      std::vector<double> s(static_cast<size_t>(kv_len[i]));
-      double m = -INFINITY, l = 0;
-      for (int32_t t = 0; t < kv_len[i]; ++t) {
-        double dot = 0;
-        for (int32_t d = 0; d < hd; ++d)
-          dot += double{q[(i * n_heads + hh) * hd + d]} * k[(g * n_keys + t) * hd + d];
-        m = std::max(m, s[t] = dot * 0.5);
-      }
-      for (double& e : s) l += (e = std::exp(e - m));
-      for (int32_t t = 0; t < kv_len[i]; ++t) {
-        ref_mass[hh * n_keys + t] += w[i] * s[t] / l;
-        for (int32_t d = 0; d < hd; ++d)
-          ref_o[(i * n_heads + hh) * hd + d] += s[t] / l * v[(g * v_cap + v_rows[t]) * hd + d];
-      }
+TEST_P(ops, attention_with_lse_matches_reference_under_gqa_for_every_cache_type) {
+  const attention_shape shapes[] = {
+      {6, 2, 24, {1, 7, 50, 0, 33}},       // groups of 3, a head dim no vector width divides
+      {5, 5, 64, {97, 1, 64}},             // no GQA, odd head count
+      {8, 2, 128, {333, 1000}},            // groups of 4
+      {12, 4, 64, {2049}},                 // one decode row past a power of two
+      {4, 1, 32, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}},  // a prefill
+  };
+  for (dtype type : k_kv_types)
+    for (const attention_shape& sh : shapes) {
+      harness h(GetParam());
+      const int64_t cap = *std::max_element(sh.kv_len.begin(), sh.kv_len.end()) + 3;
+      const int64_t n = static_cast<int64_t>(sh.kv_len.size());
+      const std::vector<float> q = random_vec(static_cast<size_t>(n * sh.n_heads * sh.hd), 20);
+      const std::vector<float> k = rounded(random_vec(static_cast<size_t>(sh.n_kv * cap * sh.hd), 21, 1.5f), type);
+      const std::vector<float> v = rounded(random_vec(static_cast<size_t>(sh.n_kv * cap * sh.hd), 22), type);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(sh.hd));
+      const attention_ref ref(q, k, v, sh.n_heads, sh.n_kv, sh.hd, cap, cap, sh.kv_len, scale);
+      const tensor qt = h.upload(q, sh.n_heads * sh.hd, n);
+      const tensor kt = h.upload(k, sh.hd, sh.n_kv * cap, type), vt = h.upload(v, sh.hd, sh.n_kv * cap, type);
+      const tensor out = h.upload(std::vector<float>(q.size(), NAN), sh.n_heads * sh.hd, n);
+      const tensor lse = h.upload(std::vector<float>(ref.lse.size(), NAN), sh.n_heads, n);
+      h.be->attention(qt, sa::kv_view{&kt, &vt, cap, 0, nullptr}, sh.n_heads, sh.n_kv, sh.hd,
+                      h.ints(sh.kv_len), cap, static_cast<float>(scale), out, lse, nullptr);
+      // Prefill rows may run on tensor cores with f16 (or bf16) queries and probabilities.
+      const double t = tol(1e-5, n > 8 ? (type == dtype::bf16 ? 1.5e-2 : 3e-3) : 2e-5);
+      EXPECT_LT(rel_err(h.download(out), ref.out), t)
+          << sa::traits(type).name << " heads " << sh.n_heads << "/" << sh.n_kv << " hd " << sh.hd;
+      expect_lse(h.download(lse), ref.lse, t);
     }
-  const tensor qt = h.upload(q, n_heads * hd, n);
-  const tensor kt = h.upload(k, hd, n_kv * n_keys), vt = h.upload(v, hd, n_kv * v_cap);
-  const tensor out = h.upload(std::vector<float>(q.size(), NAN), n_heads * hd, n);
-  const tensor lse = h.upload(std::vector<float>(static_cast<size_t>(n * n_heads)), n_heads, n);
-  const tensor mass = h.upload(std::vector<float>(ref_mass.size(), NAN), n_keys, n_heads);
-  const sa::key_mass km{w, &mass};
-  h.be->attention(qt, sa::kv_view{&kt, &vt, n_keys, v_cap, v_rows}, n_heads, n_kv, hd, kv_len, 0.5f,
-                  out, lse, &km);
-  EXPECT_LT(rel_err(h.download(out), ref_o), 1e-5);
-  EXPECT_LT(rel_err(h.download(mass), ref_mass), 1e-5);
-  // Outputs equal those of the same call without mass (the split by head changes nothing).
-  const tensor out2 = h.upload(std::vector<float>(q.size(), NAN), n_heads * hd, n);
-  h.be->attention(qt, sa::kv_view{&kt, &vt, n_keys, v_cap, v_rows}, n_heads, n_kv, hd, kv_len, 0.5f,
-                  out2, lse, nullptr);
-  EXPECT_EQ(h.download(out2), h.download(out));
 }
 
-TEST(ops, gather_rope_equals_rope_on_copied_rows) {
-  harness h;
-  const int32_t n_kv = 2, hd = 16;
-  const int64_t cap = 12, dst_cap = 5;
-  const std::vector<float> src = random_vec(static_cast<size_t>(n_kv * cap * hd), 40);
-  const std::vector<int32_t> rows = {11, 0, 4, 4};
-  const std::vector<int32_t> pos = {3, 0, 900, 7};
-  sa::rope_params p;
-  p.n_rot = hd;
-  const tensor st = h.upload(src, hd, n_kv * cap);
-  const tensor dst = h.upload(std::vector<float>(static_cast<size_t>(n_kv * dst_cap * hd), NAN), hd,
-                              n_kv * dst_cap);
-  h.be->gather_rope(st, cap, rows, pos, p, dst, dst_cap);
-  const std::vector<float> got = h.download(dst);
-  // Reference: copy row by row into [rows][n_kv][hd] and use the rope op.
-  std::vector<float> copy;
-  for (int32_t r : rows)
-    for (int32_t g = 0; g < n_kv; ++g)
-      copy.insert(copy.end(), src.begin() + (g * cap + r) * hd, src.begin() + (g * cap + r + 1) * hd);
-  const tensor ct = h.upload(copy, n_kv * hd, static_cast<int64_t>(rows.size()));
-  h.be->rope(ct, n_kv, hd, pos, p);
-  const std::vector<float> want = h.download(ct);
-  for (size_t j = 0; j < rows.size(); ++j)
-    for (int32_t g = 0; g < n_kv; ++g)
-      for (int32_t d = 0; d < hd; ++d)
-        EXPECT_EQ(got[(g * dst_cap + j) * hd + d], want[(j * n_kv + g) * hd + d]) << j << "," << g;
+TEST_P(ops, long_decode_rows_and_a_4k_prefill_agree_with_the_cpu) {
+  // The shapes that split the keys over many blocks: a 4096-row causal prefill and single rows
+  // over 20K and 70K keys. Checked against the CPU backend (double would take minutes).
+  if (cpu()) GTEST_SKIP() << "compares another backend with the CPU";
+  for (dtype type : {dtype::f16, dtype::bf16}) {
+    for (const attention_shape& sh :
+         {attention_shape{8, 2, 128, {20001}}, attention_shape{32, 8, 128, {70000}},
+          attention_shape{4, 2, 64, {}}}) {
+      attention_shape s = sh;
+      if (s.kv_len.empty())
+        for (int32_t i = 0; i < 4096; ++i) s.kv_len.push_back(i + 1);
+      const int64_t cap = *std::max_element(s.kv_len.begin(), s.kv_len.end());
+      const int64_t n = static_cast<int64_t>(s.kv_len.size());
+      const std::vector<float> q = random_vec(static_cast<size_t>(n * s.n_heads * s.hd), 30);
+      const std::vector<float> k = random_vec(static_cast<size_t>(s.n_kv * cap * s.hd), 31, 2.0f);
+      const std::vector<float> v = random_vec(static_cast<size_t>(s.n_kv * cap * s.hd), 32);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
+      std::vector<float> outs[2], lses[2];
+      for (int which = 0; which < 2; ++which) {
+        harness h(which == 0 ? backend_kind::cpu : GetParam(), 0);
+        const tensor qt = h.upload(q, s.n_heads * s.hd, n);
+        const tensor kt = h.upload(k, s.hd, s.n_kv * cap, type), vt = h.upload(v, s.hd, s.n_kv * cap, type);
+        const tensor out = h.upload(std::vector<float>(q.size(), NAN), s.n_heads * s.hd, n);
+        const tensor lse = h.upload(std::vector<float>(static_cast<size_t>(n * s.n_heads), NAN), s.n_heads, n);
+        h.be->attention(qt, sa::kv_view{&kt, &vt, cap, 0, nullptr}, s.n_heads, s.n_kv, s.hd,
+                        h.ints(s.kv_len), cap, scale, out, lse, nullptr);
+        outs[which] = h.download(out);
+        lses[which] = h.download(lse);
+      }
+      const double t = n > 8 ? (type == dtype::bf16 ? 1.5e-2 : 3e-3) : 2e-5;
+      EXPECT_LT(rel_err(outs[1], outs[0]), t) << sa::traits(type).name << " rows " << n << " keys " << cap;
+      EXPECT_LT(rel_err(lses[1], lses[0]), t) << sa::traits(type).name;
+    }
+  }
 }
 
-TEST(ops, move_rows_runs_in_order_per_head) {
-  harness h;
-  const int64_t cap = 4, hd = 2;
-  // head 0 rows: (0,0) (1,1) (2,2) (3,3); head 1 rows: (10..) ...
-  std::vector<float> c;
-  for (int g = 0; g < 2; ++g)
-    for (int r = 0; r < cap; ++r) c.insert(c.end(), 2, static_cast<float>(10 * g + r));
-  const tensor ct = h.upload(c, hd, 2 * cap);
-  // A chain on head 0: 2->3, 1->2, 0->1 (deepest first); one move on head 1: 3->0.
-  const std::vector<sa::row_move> moves = {{0, 2, 3}, {0, 1, 2}, {0, 0, 1}, {1, 3, 0}};
-  h.be->move_rows(ct, cap, moves);
-  const std::vector<float> got = h.download(ct);
-  const std::vector<float> want = {0, 0, 0, 0, 1, 1, 2, 2, 13, 13, 11, 11, 12, 12, 13, 13};
-  EXPECT_EQ(got, want);
+TEST_P(ops, attention_reads_values_through_an_index_and_sums_key_mass) {
+  // Keys compact [n_kv][n_keys][hd]; values scattered in a bigger cache at v_rows.
+  for (dtype type : k_kv_types) {
+    harness h(GetParam());
+    const int32_t n_heads = 6, n_kv = 2, hd = 8, n_keys = 9;
+    const int64_t v_cap = 20;
+    const std::vector<int32_t> v_rows = {19, 3, 0, 7, 11, 12, 5, 1, 16};
+    const std::vector<int32_t> kv_len = {6, 9, 9};  // causal-like spans
+    const std::vector<float> w = {0.25f, 0.5f, 1.0f};
+    const int64_t n = 3;
+    const std::vector<float> q = random_vec(static_cast<size_t>(n * n_heads * hd), 30);
+    const std::vector<float> k = rounded(random_vec(static_cast<size_t>(n_kv * n_keys * hd), 31), type);
+    const std::vector<float> v = rounded(random_vec(static_cast<size_t>(n_kv * v_cap * hd), 32), type);
+    const attention_ref ref(q, k, v, n_heads, n_kv, hd, n_keys, v_cap, kv_len, 0.5, &v_rows, &w, n_keys);
+    const tensor qt = h.upload(q, n_heads * hd, n);
+    const tensor kt = h.upload(k, hd, n_kv * n_keys, type), vt = h.upload(v, hd, n_kv * v_cap, type);
+    const tensor out = h.upload(std::vector<float>(q.size(), NAN), n_heads * hd, n);
+    const tensor lse = h.upload(std::vector<float>(static_cast<size_t>(n * n_heads)), n_heads, n);
+    const tensor mass = h.upload(std::vector<float>(ref.mass.size(), NAN), n_keys, n_heads);
+    const tensor wt = h.upload(w, 3);
+    const tensor vr = h.ints(v_rows);
+    const sa::key_mass km{&wt, &mass, n_keys};
+    h.be->attention(qt, sa::kv_view{&kt, &vt, n_keys, v_cap, &vr}, n_heads, n_kv, hd, h.ints(kv_len),
+                    n_keys, 0.5f, out, lse, &km);
+    EXPECT_LT(rel_err(h.download(out), ref.out), tol(1e-5, 2e-5)) << sa::traits(type).name;
+    EXPECT_LT(rel_err(h.download(mass), ref.mass), tol(1e-5, 2e-5)) << sa::traits(type).name;
+    expect_lse(h.download(lse), ref.lse, tol(1e-5, 2e-5));
+  }
 }
 
 // ---- partial attention over key sets, the merge, probes, page summaries -------------------
@@ -391,10 +655,10 @@ struct set_problem {
   int32_t n_heads = 6, n_kv_heads = 2, hd = 24;
   int64_t cap = 70;
   std::vector<float> q, k, v;
-  set_problem() {
+  explicit set_problem(dtype type = dtype::f32) {
     q = random_vec(static_cast<size_t>(n_heads * hd), 101);
-    k = random_vec(static_cast<size_t>(n_kv_heads * cap * hd), 102, 0.7f);
-    v = random_vec(static_cast<size_t>(n_kv_heads * cap * hd), 103);
+    k = rounded(random_vec(static_cast<size_t>(n_kv_heads * cap * hd), 102, 0.7f), type);
+    v = rounded(random_vec(static_cast<size_t>(n_kv_heads * cap * hd), 103), type);
   }
   // Double-precision reference: sum_j w_j e^(s_j) v_j / sum w_j e^(s_j) and its log-sum.
   void reference(int32_t h, const std::vector<int32_t>& slots, const std::vector<float>& log_w,
@@ -426,79 +690,102 @@ struct set_run {
   harness h;
   tensor q, k, v, out, lse;
   sa::kv_view kv;
-  set_run(const set_problem& p) {
+  tensor offsets_t, slots_t, w_t;
+  set_run(backend_kind kind, const set_problem& p, dtype type = dtype::f32) : h(kind) {
     q = h.upload(p.q, p.hd, p.n_heads);
-    k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap);
-    v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap);
+    k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, type);
+    v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap, type);
     out = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd)), p.hd, p.n_heads);
     lse = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads)), p.n_heads, 1);
-    kv = sa::kv_view{&k, &v, p.cap, 0, {}};
+    kv = sa::kv_view{&k, &v, p.cap, 0, nullptr};
   }
-  // Runs attention_sets with the same slot list (and weights) for every head.
-  void run(const set_problem& p, const std::vector<std::vector<int32_t>>& per_head,
-           const std::vector<std::vector<float>>& log_w, const tensor& o, const tensor& l) {
+  sa::key_sets sets(const std::vector<std::vector<int32_t>>& per_head,
+                    const std::vector<std::vector<float>>& log_w = {}) {
     std::vector<int32_t> offsets{0}, slots;
     std::vector<float> w;
+    sa::key_sets ks;
     for (size_t hh = 0; hh < per_head.size(); ++hh) {
       slots.insert(slots.end(), per_head[hh].begin(), per_head[hh].end());
       if (!log_w.empty()) w.insert(w.end(), log_w[hh].begin(), log_w[hh].end());
       offsets.push_back(static_cast<int32_t>(slots.size()));
+      ks.largest = std::max<int64_t>(ks.largest, static_cast<int64_t>(per_head[hh].size()));
     }
-    h.be->attention_sets(q, kv, p.n_heads, p.n_kv_heads, p.hd, {offsets, slots, w},
+    offsets_t = h.ints(offsets);
+    slots_t = h.ints(slots);
+    ks.offsets = &offsets_t;
+    ks.slots = &slots_t;
+    ks.total = static_cast<int64_t>(slots.size());
+    if (!log_w.empty()) {
+      w_t = h.upload(w, static_cast<int64_t>(w.size()) + 1);
+      ks.log_weights = &w_t;
+    }
+    return ks;
+  }
+  // Runs attention_sets with the given per-head slot lists (and weights).
+  void run(const set_problem& p, const std::vector<std::vector<int32_t>>& per_head,
+           const std::vector<std::vector<float>>& log_w, const tensor& o, const tensor& l) {
+    h.be->attention_sets(q, kv, p.n_heads, p.n_kv_heads, p.hd, sets(per_head, log_w),
                          1.0f / std::sqrt(static_cast<float>(p.hd)), o, l);
   }
 };
 
-TEST(ops, attention_sets_match_a_double_reference_with_weights) {
-  const set_problem p;
-  set_run r(p);
-  std::mt19937_64 rng(5);
-  std::vector<std::vector<int32_t>> sets(static_cast<size_t>(p.n_heads));
-  std::vector<std::vector<float>> w(static_cast<size_t>(p.n_heads));
-  for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-    for (int32_t s = 0; s < p.cap; ++s)
-      if (rng() % 3 == 0) sets[static_cast<size_t>(hh)].push_back(s);
-    for (size_t j = 0; j < sets[static_cast<size_t>(hh)].size(); ++j)
-      w[static_cast<size_t>(hh)].push_back(static_cast<float>(rng() % 100) / 25.0f - 2.0f);
-  }
-  sets[3].clear();  // an empty set: out 0, lse -inf
-  w[3].clear();
-  r.run(p, sets, w, r.out, r.lse);
-  const std::vector<float> out = r.h.download(r.out), lse = r.h.download(r.lse);
-  for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-    const std::vector<float> o(out.begin() + hh * p.hd, out.begin() + (hh + 1) * p.hd);
-    if (sets[static_cast<size_t>(hh)].empty()) {
-      EXPECT_TRUE(std::isinf(lse[static_cast<size_t>(hh)]) && lse[static_cast<size_t>(hh)] < 0);
-      for (float x : o) EXPECT_EQ(x, 0.0f);
-      continue;
+TEST_P(ops, attention_sets_match_a_double_reference_with_weights) {
+  for (dtype type : k_kv_types) {
+    const set_problem p(type);
+    set_run r(GetParam(), p, type);
+    std::mt19937_64 rng(5);
+    std::vector<std::vector<int32_t>> sets(static_cast<size_t>(p.n_heads));
+    std::vector<std::vector<float>> w(static_cast<size_t>(p.n_heads));
+    for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+      for (int32_t s = 0; s < p.cap; ++s)
+        if (rng() % 3 == 0) sets[static_cast<size_t>(hh)].push_back(s);
+      for (size_t j = 0; j < sets[static_cast<size_t>(hh)].size(); ++j)
+        w[static_cast<size_t>(hh)].push_back(static_cast<float>(rng() % 100) / 25.0f - 2.0f);
     }
-    std::vector<double> ref;
-    double ref_lse = 0;
-    p.reference(hh, sets[static_cast<size_t>(hh)], w[static_cast<size_t>(hh)], ref, ref_lse);
-    EXPECT_LT(rel_err(o, ref), 1e-5) << "head " << hh;
-    EXPECT_NEAR(lse[static_cast<size_t>(hh)], ref_lse, 1e-4 * std::max(1.0, std::fabs(ref_lse)));
+    sets[3].clear();  // an empty set: out 0, lse -inf
+    w[3].clear();
+    r.run(p, sets, w, r.out, r.lse);
+    const std::vector<float> out = r.h.download(r.out), lse = r.h.download(r.lse);
+    for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+      const std::vector<float> o(out.begin() + hh * p.hd, out.begin() + (hh + 1) * p.hd);
+      if (sets[static_cast<size_t>(hh)].empty()) {
+        EXPECT_TRUE(std::isinf(lse[static_cast<size_t>(hh)]) && lse[static_cast<size_t>(hh)] < 0);
+        for (float x : o) EXPECT_EQ(x, 0.0f);
+        continue;
+      }
+      std::vector<double> ref;
+      double ref_lse = 0;
+      p.reference(hh, sets[static_cast<size_t>(hh)], w[static_cast<size_t>(hh)], ref, ref_lse);
+      EXPECT_LT(rel_err(o, ref), tol(1e-5, 2e-5)) << "head " << hh << " " << sa::traits(type).name;
+      EXPECT_NEAR(lse[static_cast<size_t>(hh)], ref_lse, 1e-4 * std::max(1.0, std::fabs(ref_lse)));
+    }
   }
 }
 
-TEST(ops, attention_sets_over_a_prefix_equal_attention_bitwise) {
+TEST_P(ops, attention_sets_over_a_prefix_equal_attention) {
   const set_problem p;
-  set_run r(p);
+  set_run r(GetParam(), p);
   const int32_t len = 53;
   std::vector<int32_t> prefix(static_cast<size_t>(len));
   for (int32_t s = 0; s < len; ++s) prefix[static_cast<size_t>(s)] = s;
   r.run(p, std::vector<std::vector<int32_t>>(static_cast<size_t>(p.n_heads), prefix), {}, r.out, r.lse);
   tensor out2 = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd)), p.hd, p.n_heads);
   tensor lse2 = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads)), p.n_heads, 1);
-  r.h.be->attention(r.q, r.kv, p.n_heads, p.n_kv_heads, p.hd, std::vector<int32_t>{len},
+  r.h.be->attention(r.q, r.kv, p.n_heads, p.n_kv_heads, p.hd, r.h.ints({len}), len,
                     1.0f / std::sqrt(static_cast<float>(p.hd)), out2, lse2, nullptr);
-  EXPECT_EQ(r.h.download(r.out), r.h.download(out2));
-  EXPECT_EQ(r.h.download(r.lse), r.h.download(lse2));
+  if (cpu()) {  // the reference computes both with one loop: bitwise
+    EXPECT_EQ(r.h.download(r.out), r.h.download(out2));
+    EXPECT_EQ(r.h.download(r.lse), r.h.download(lse2));
+  } else {
+    EXPECT_LT(rel_err(r.h.download(r.out), r.h.download(out2)), 1e-5);
+    EXPECT_LT(rel_err(r.h.download(r.lse), r.h.download(lse2)), 1e-5);
+  }
 }
 
-TEST(ops, merging_partials_of_a_random_split_equals_attention_over_the_union) {
+TEST_P(ops, merging_partials_of_a_random_split_equals_attention_over_the_union) {
   const set_problem p;
   for (uint64_t trial = 0; trial < 20; ++trial) {
-    set_run r(p);
+    set_run r(GetParam(), p);
     std::mt19937_64 rng(trial);
     std::vector<std::vector<int32_t>> all(static_cast<size_t>(p.n_heads)), a(all.size()), b(all.size());
     for (size_t hh = 0; hh < all.size(); ++hh)
@@ -526,9 +813,9 @@ TEST(ops, merging_partials_of_a_random_split_equals_attention_over_the_union) {
   }
 }
 
-TEST(ops, merging_an_empty_partial_is_the_identity) {
+TEST_P(ops, merging_an_empty_partial_is_the_identity) {
   const set_problem p;
-  set_run r(p);
+  set_run r(GetParam(), p);
   std::vector<std::vector<int32_t>> some(static_cast<size_t>(p.n_heads), {1, 4, 9, 16, 25});
   std::vector<std::vector<int32_t>> none(static_cast<size_t>(p.n_heads));
   tensor ob = r.h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd)), p.hd, p.n_heads);
@@ -544,87 +831,126 @@ TEST(ops, merging_an_empty_partial_is_the_identity) {
   EXPECT_EQ(r.h.download(lb), before_lse);
 }
 
-TEST(ops, probe_keys_gives_scores_and_value_norms) {
-  const set_problem p;
-  set_run r(p);
-  std::vector<int32_t> offsets{0}, slots;
-  for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-    for (int32_t s = hh; s < p.cap; s += 7) slots.push_back(s);
-    offsets.push_back(static_cast<int32_t>(slots.size()));
-  }
-  tensor sc = r.h.upload(std::vector<float>(slots.size()), static_cast<int64_t>(slots.size()), 1);
-  tensor vn = r.h.upload(std::vector<float>(slots.size()), static_cast<int64_t>(slots.size()), 1);
-  const float scale = 0.3f;
-  r.h.be->probe_keys(r.q, r.kv, p.n_heads, p.n_kv_heads, p.hd, {offsets, slots, {}}, scale, sc, vn);
-  const std::vector<float> s = r.h.download(sc), n = r.h.download(vn);
-  for (int32_t hh = 0; hh < p.n_heads; ++hh)
-    for (int32_t j = offsets[static_cast<size_t>(hh)]; j < offsets[static_cast<size_t>(hh) + 1]; ++j) {
-      const int32_t g = hh / 3, slot = slots[static_cast<size_t>(j)];
-      double d = 0, vv = 0;
-      for (int32_t x = 0; x < p.hd; ++x) {
-        d += double{p.q[static_cast<size_t>(hh * p.hd + x)]} * p.k[static_cast<size_t>((g * p.cap + slot) * p.hd + x)];
-        vv += double{p.v[static_cast<size_t>((g * p.cap + slot) * p.hd + x)]} * p.v[static_cast<size_t>((g * p.cap + slot) * p.hd + x)];
+TEST_P(ops, probe_keys_gives_scores_and_value_norms) {
+  for (dtype type : k_kv_types) {
+    const set_problem p(type);
+    set_run r(GetParam(), p, type);
+    std::vector<std::vector<int32_t>> per_head(static_cast<size_t>(p.n_heads));
+    for (int32_t hh = 0; hh < p.n_heads; ++hh)
+      for (int32_t s = hh; s < p.cap; s += 7) per_head[static_cast<size_t>(hh)].push_back(s);
+    const sa::key_sets ks = r.sets(per_head);
+    tensor sc = r.h.upload(std::vector<float>(static_cast<size_t>(ks.total), NAN), ks.total, 1);
+    tensor vn = r.h.upload(std::vector<float>(static_cast<size_t>(ks.total), NAN), ks.total, 1);
+    const float scale = 0.3f;
+    r.h.be->probe_keys(r.q, r.kv, p.n_heads, p.n_kv_heads, p.hd, ks, scale, sc, vn);
+    const std::vector<float> s = r.h.download(sc), n = r.h.download(vn);
+    size_t j = 0;
+    for (int32_t hh = 0; hh < p.n_heads; ++hh)
+      for (int32_t slot : per_head[static_cast<size_t>(hh)]) {
+        const int32_t g = hh / 3;
+        double d = 0, vv = 0;
+        for (int32_t x = 0; x < p.hd; ++x) {
+          d += double{p.q[static_cast<size_t>(hh * p.hd + x)]} * p.k[static_cast<size_t>((g * p.cap + slot) * p.hd + x)];
+          vv += double{p.v[static_cast<size_t>((g * p.cap + slot) * p.hd + x)]} * p.v[static_cast<size_t>((g * p.cap + slot) * p.hd + x)];
+        }
+        EXPECT_NEAR(s[j], d * scale, 1e-5);
+        EXPECT_NEAR(n[j], vv, 1e-4 * vv);
+        ++j;
       }
-      EXPECT_NEAR(s[static_cast<size_t>(j)], d * scale, 1e-5);
-      EXPECT_NEAR(n[static_cast<size_t>(j)], vv, 1e-4 * vv);
-    }
+  }
 }
 
-TEST(ops, page_summaries_bound_every_keys_dot_product) {
-  const set_problem p;
-  harness h;
-  const int32_t page = 16;
-  const int64_t n_keys = 61, pages_cap = (p.cap + page - 1) / page;  // a partial last page
-  tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap);
-  tensor sum = h.upload(std::vector<float>(static_cast<size_t>(p.n_kv_heads * pages_cap * 2 * p.hd)), p.hd,
-                        p.n_kv_heads * pages_cap * 2);
-  h.be->summarize_pages(k, p.cap, page, n_keys, 0, (n_keys + page - 1) / page, sum, pages_cap);
-  const std::vector<float> s = h.download(sum);
-  const int64_t n_pages = (n_keys + page - 1) / page;
-  for (int32_t g = 0; g < p.n_kv_heads; ++g)
-    for (int64_t pg = 0; pg < n_pages; ++pg)
-      for (int32_t x = 0; x < p.hd; ++x) {  // exactly the element-wise max and min
-        float mx = -INFINITY, mn = INFINITY;
-        for (int64_t r = pg * page; r < std::min<int64_t>((pg + 1) * page, n_keys); ++r) {
-          mx = std::max(mx, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
-          mn = std::min(mn, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
-        }
-        EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)], mx);
-        EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)], mn);
-      }
-  for (bool group_mean : {false, true}) {
-    for (uint64_t seed = 0; seed < 10; ++seed) {
-      const std::vector<float> qv = random_vec(static_cast<size_t>(p.n_heads * p.hd), 200 + seed, 2.0f);
-      tensor q = h.upload(qv, p.hd, p.n_heads);
-      const int32_t rankers = group_mean ? p.n_kv_heads : p.n_heads;
-      tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * n_pages)), n_pages, rankers);
-      h.be->page_scores(q, sum, pages_cap, p.n_heads, p.n_kv_heads, p.hd, n_pages, group_mean, sc);
-      const std::vector<float> got = h.download(sc);
-      for (int32_t r = 0; r < rankers; ++r) {
-        std::vector<double> u(static_cast<size_t>(p.hd), 0.0);
-        const int32_t g = group_mean ? r : r / 3;
-        for (int32_t x = 0; x < p.hd; ++x) {
-          if (group_mean)
-            for (int32_t m = 0; m < 3; ++m) u[static_cast<size_t>(x)] += qv[static_cast<size_t>((g * 3 + m) * p.hd + x)] / 3.0;
-          else
-            u[static_cast<size_t>(x)] = qv[static_cast<size_t>(r * p.hd + x)];
-        }
-        for (int64_t pg = 0; pg < n_pages; ++pg) {
-          double bound = 0, best = -INFINITY;
-          for (int32_t x = 0; x < p.hd; ++x)
-            bound += std::max(u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)],
-                              u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)]);
-          for (int64_t row = pg * page; row < std::min<int64_t>((pg + 1) * page, n_keys); ++row) {
-            double d = 0;
-            for (int32_t x = 0; x < p.hd; ++x) d += u[static_cast<size_t>(x)] * p.k[static_cast<size_t>((g * p.cap + row) * p.hd + x)];
-            best = std::max(best, d);
+TEST_P(ops, page_summaries_bound_every_keys_dot_product) {
+  for (dtype type : k_kv_types) {
+    const set_problem p(type);
+    harness h(GetParam());
+    const int32_t page = 16;
+    const int64_t n_keys = 61, pages_cap = (p.cap + page - 1) / page;  // a partial last page
+    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, type);
+    tensor sum = h.upload(std::vector<float>(static_cast<size_t>(p.n_kv_heads * pages_cap * 2 * p.hd), NAN), p.hd,
+                          p.n_kv_heads * pages_cap * 2);
+    h.be->summarize_pages(k, p.cap, page, n_keys, 0, (n_keys + page - 1) / page, sum, pages_cap);
+    const std::vector<float> s = h.download(sum);
+    const int64_t n_pages = (n_keys + page - 1) / page;
+    for (int32_t g = 0; g < p.n_kv_heads; ++g)
+      for (int64_t pg = 0; pg < n_pages; ++pg)
+        for (int32_t x = 0; x < p.hd; ++x) {  // exactly the element-wise max and min
+          float mx = -INFINITY, mn = INFINITY;
+          for (int64_t r = pg * page; r < std::min<int64_t>((pg + 1) * page, n_keys); ++r) {
+            mx = std::max(mx, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
+            mn = std::min(mn, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
           }
-          EXPECT_NEAR(got[static_cast<size_t>(r * n_pages + pg)], bound, 1e-4 * (1 + std::fabs(bound)));
-          EXPECT_GE(got[static_cast<size_t>(r * n_pages + pg)] + 1e-4, best);  // the bound holds
+          EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)], mx);
+          EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)], mn);
+        }
+    for (bool group_mean : {false, true}) {
+      for (uint64_t seed = 0; seed < 10; ++seed) {
+        const std::vector<float> qv = random_vec(static_cast<size_t>(p.n_heads * p.hd), 200 + seed, 2.0f);
+        tensor q = h.upload(qv, p.hd, p.n_heads);
+        const int32_t rankers = group_mean ? p.n_kv_heads : p.n_heads;
+        tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * n_pages)), n_pages, rankers);
+        h.be->page_scores(q, sum, pages_cap, p.n_heads, p.n_kv_heads, p.hd, n_pages, group_mean, sc);
+        const std::vector<float> got = h.download(sc);
+        for (int32_t r = 0; r < rankers; ++r) {
+          std::vector<double> u(static_cast<size_t>(p.hd), 0.0);
+          const int32_t g = group_mean ? r : r / 3;
+          for (int32_t x = 0; x < p.hd; ++x) {
+            if (group_mean)
+              for (int32_t m = 0; m < 3; ++m) u[static_cast<size_t>(x)] += qv[static_cast<size_t>((g * 3 + m) * p.hd + x)] / 3.0;
+            else
+              u[static_cast<size_t>(x)] = qv[static_cast<size_t>(r * p.hd + x)];
+          }
+          for (int64_t pg = 0; pg < n_pages; ++pg) {
+            double bound = 0, best = -INFINITY;
+            for (int32_t x = 0; x < p.hd; ++x)
+              bound += std::max(u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)],
+                                u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)]);
+            for (int64_t row = pg * page; row < std::min<int64_t>((pg + 1) * page, n_keys); ++row) {
+              double d = 0;
+              for (int32_t x = 0; x < p.hd; ++x) d += u[static_cast<size_t>(x)] * p.k[static_cast<size_t>((g * p.cap + row) * p.hd + x)];
+              best = std::max(best, d);
+            }
+            EXPECT_NEAR(got[static_cast<size_t>(r * n_pages + pg)], bound, 1e-4 * (1 + std::fabs(bound)));
+            EXPECT_GE(got[static_cast<size_t>(r * n_pages + pg)] + 1e-4, best);  // the bound holds
+          }
         }
       }
     }
   }
+}
+
+// ---- sampling -----------------------------------------------------------------------------------
+
+TEST_P(ops, sampling_draws_what_the_reference_draws) {
+  harness h(GetParam());
+  const int64_t n_vocab = 5000;
+  std::vector<float> logits = random_vec(static_cast<size_t>(n_vocab), 77, 3.0f);
+  logits[17] = logits[4000] = 12.0f;  // a tie for the maximum: the lower id wins
+  const tensor lt = h.upload(logits, n_vocab);
+  const tensor token = h.ints({-1});
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> ud(0.0, 1.0);
+  int checked = 0;
+  for (float temperature : {0.0f, 0.7f, 1.0f, 2.5f})
+    for (int32_t top_k : {0, 1, 40, 4999})
+      for (float top_p : {1.0f, 0.9f, 0.3f}) {
+        sa::sampler_config c;
+        c.temperature = temperature;
+        c.top_k = top_k;
+        c.top_p = top_p;
+        for (int trial = 0; trial < 8; ++trial) {
+          const double u = ud(rng);
+          h.meta->clear();
+          const tensor ut = h.meta->put_double(u);
+          h.meta->flush();
+          h.be->sample(lt, c, ut, token);
+          const int32_t got = h.download_ints(token)[0];
+          const int32_t want = sa::cpu::sample_logits(logits, c, u);
+          EXPECT_EQ(got, want) << "T " << temperature << " k " << top_k << " p " << top_p << " u " << u;
+          ++checked;
+        }
+      }
+  EXPECT_EQ(checked, 4 * 4 * 3 * 8);
 }
 
 }  // namespace

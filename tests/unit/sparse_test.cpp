@@ -13,7 +13,6 @@
 #include "backend/cpu/cpu_backend.h"
 #include "gguf/gguf_reader.h"
 #include "memory/dense_memory.h"
-#include "memory/page_summaries.h"
 #include "policy/quest.h"
 #include "policy/sparse_attention.h"
 #include "policy/vattention.h"
@@ -109,10 +108,10 @@ TEST(vattention, sampling_without_replacement_is_uniform_and_distinct) {
 // One synthetic layer: a cache of n_keys keys in [n_kv][cap][hd] and one query row.
 struct synthetic_head {
   sa::hparams hp;
-  std::unique_ptr<sa::backend> be = sa::make_backend(sa::backend_kind::cpu, 2);
+  std::unique_ptr<sa::backend> be = sa::make_backend(sa::backend_kind::cpu, 0, 2);
+  sa::step_buffer meta{*be};
   std::vector<sa::buffer_ptr> owned;
   sa::tensor q, k, v, out, lse, dense_out, dense_lse;
-  std::unique_ptr<sa::page_summaries> sums;
   int64_t n_keys;
 
   // Each query head h has its own KV head (no GQA sharing), so every key's score can be set:
@@ -168,7 +167,7 @@ struct synthetic_head {
     be->upload(*t.buf, 0, h.data(), h.size() * sizeof(float));
     return t;
   }
-  sa::kv_view kv() const { return sa::kv_view{&k, &v, n_keys, 0, {}}; }
+  sa::kv_view kv() const { return sa::kv_view{&k, &v, n_keys, 0, nullptr}; }
   std::vector<float> get(const sa::tensor& t) {
     std::vector<float> h(static_cast<size_t>(t.ne[0] * t.rows()));
     be->download(*t.buf, t.offset, h.data(), h.size() * sizeof(float));
@@ -176,18 +175,22 @@ struct synthetic_head {
   }
   void dense() {
     const int32_t len = static_cast<int32_t>(n_keys);
-    be->attention(q, kv(), hp.n_heads, hp.n_kv_heads, hp.head_dim, std::span<const int32_t>(&len, 1),
+    meta.clear();
+    const sa::tensor kv_len = meta.put(std::span<const int32_t>(&len, 1));
+    meta.flush();
+    be->attention(q, kv(), hp.n_heads, hp.n_kv_heads, hp.head_dim, kv_len, n_keys,
                   1.0f / std::sqrt(static_cast<float>(hp.head_dim)), dense_out, dense_lse, nullptr);
   }
   std::vector<sa::head_stat> sparse(const sa::sparse_config& c) {
-    if (!sums) {
-      sums = std::make_unique<sa::page_summaries>(*be, hp, n_keys, c.page_size);
-      sums->refresh(0, k, n_keys, 0, n_keys, n_keys);
-    }
-    sa::sparse_attention sa_(*be, hp, c, n_keys);
-    std::vector<sa::head_stat> st;
-    sa_.attend(0, q, kv(), sums->layer(0), sums->pages_capacity(), n_keys, out, lse, st);
-    return st;
+    sa::sparse_attention sa_(*be, meta, hp, c, n_keys);
+    sa_.rebuild(0, kv(), n_keys);
+    sa::batch_meta m;
+    m.n = 1;
+    m.n_keys = n_keys;
+    meta.clear();
+    sa_.begin(sa::batch_kind::decode);
+    sa_.attend(0, q, kv(), m, out, lse);
+    return sa_.head_stats();
   }
 };
 

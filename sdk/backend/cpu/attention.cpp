@@ -18,11 +18,11 @@ namespace {
 struct problem {
   const float* q;
   int32_t n_heads, group, head_dim;
-  const float* k;
+  kv_rows k;
   int64_t k_capacity;
-  const float* v;
+  kv_rows v;
   int64_t v_capacity;
-  std::span<const int32_t> v_rows;
+  const int32_t* v_rows;  // nullptr: value t at row_of(t)
   std::span<const int32_t> kv_len;
   float scale;
   float* out;
@@ -31,6 +31,7 @@ struct problem {
 
 // Softmax attention of one (row, query head) item over n keys: key t sits at cache row
 // row_of(t) and its score gets bias_of(t) added. Leaves the normalised weights in p[0, n).
+// (p also holds, past 2n, room to convert one narrow cache row to f32.)
 template <typename RowOf, typename BiasOf>
 void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasOf bias_of,
                  std::vector<float>& p) {
@@ -43,12 +44,12 @@ void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasO
     pb.lse[item] = -std::numeric_limits<float>::infinity();
     return;
   }
-  if (p.size() < static_cast<size_t>(n)) p.resize(static_cast<size_t>(n));
-  const float* kh = pb.k + kvh * pb.k_capacity * hd;
-  const float* vh = pb.v + kvh * pb.v_capacity * hd;
+  if (p.size() < static_cast<size_t>(n + hd)) p.resize(static_cast<size_t>(n + hd));
+  float* tmp = p.data() + n;
+  const int64_t k0 = kvh * pb.k_capacity, v0 = kvh * pb.v_capacity;
   float m = -std::numeric_limits<float>::infinity();
   for (int64_t t = 0; t < n; ++t) {
-    p[static_cast<size_t>(t)] = dot_f32(qi, kh + row_of(t) * hd, hd) * pb.scale + bias_of(t);
+    p[static_cast<size_t>(t)] = dot_f32(qi, pb.k.row(k0 + row_of(t), tmp), hd) * pb.scale + bias_of(t);
     m = std::max(m, p[static_cast<size_t>(t)]);
   }
   float l = 0.0f;
@@ -56,7 +57,7 @@ void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasO
     const float e = std::exp(p[static_cast<size_t>(t)] - m);
     p[static_cast<size_t>(t)] = e;
     l += e;
-    const float* vt = vh + static_cast<int64_t>(pb.v_rows.empty() ? row_of(t) : pb.v_rows[static_cast<size_t>(t)]) * hd;
+    const float* vt = pb.v.row(v0 + (pb.v_rows ? int64_t{pb.v_rows[t]} : int64_t{row_of(t)}), tmp);
     for (int32_t d = 0; d < hd; ++d) oi[d] += e * vt[d];
   }
   const float inv = 1.0f / l;
@@ -75,10 +76,10 @@ void attend_one(const problem& pb, int64_t i, int32_t h, std::vector<float>& p) 
 }  // namespace
 
 void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
-                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const float* k,
-                    int64_t k_capacity, const float* v, int64_t v_capacity,
-                    std::span<const int32_t> v_rows, std::span<const int32_t> kv_len, float scale,
-                    float* out, float* lse, std::span<const float> row_weights, float* mass,
+                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const kv_rows& k,
+                    int64_t k_capacity, const kv_rows& v, int64_t v_capacity,
+                    const int32_t* v_rows, std::span<const int32_t> kv_len, float scale,
+                    float* out, float* lse, const float* row_weights, float* mass,
                     int64_t n_keys) {
   const problem pb{q, n_heads, n_heads / n_kv_heads, head_dim, k, k_capacity, v, v_capacity,
                    v_rows, kv_len, scale, out, lse};
@@ -97,7 +98,7 @@ void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64
       std::fill(mh, mh + n_keys, 0.0f);
       for (int64_t i = 0; i < n; ++i) {
         attend_one(pb, i, static_cast<int32_t>(h), p);
-        const float w = row_weights[static_cast<size_t>(i)];
+        const float w = row_weights[i];
         const int64_t len = kv_len[static_cast<size_t>(i)];
         for (int64_t t = 0; t < len; ++t) mh[t] += w * p[static_cast<size_t>(t)];
       }
@@ -106,11 +107,11 @@ void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64
 }
 
 void attention_sets_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
-                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const float* k,
-                         const float* v, int64_t capacity, const key_sets& sets, float scale,
+                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const kv_rows& k,
+                         const kv_rows& v, int64_t capacity, const host_sets& sets, float scale,
                          float* out, float* lse) {
-  const problem pb{q, n_heads, n_heads / n_kv_heads, head_dim, k, capacity, v, capacity, {}, {},
-                   scale, out, lse};
+  const problem pb{q, n_heads, n_heads / n_kv_heads, head_dim, k, capacity, v, capacity, nullptr,
+                   {}, scale, out, lse};
   const bool weighted = !sets.log_weights.empty();
   pool.parallel_for(n * n_heads, [&](int64_t b, int64_t e, int32_t thread) {
     for (int64_t item = b; item < e; ++item) {
@@ -149,19 +150,21 @@ void merge_partials(float* out, float* lse, const float* out_b, const float* lse
 }
 
 void probe_keys_rows(thread_pool& pool, const float* q, int64_t n, int32_t n_heads,
-                     int32_t n_kv_heads, int32_t head_dim, const float* k, const float* v,
-                     int64_t capacity, const key_sets& sets, float scale, float* scores,
+                     int32_t n_kv_heads, int32_t head_dim, const kv_rows& k, const kv_rows& v,
+                     int64_t capacity, const host_sets& sets, float scale, float* scores,
                      float* vnorm2) {
   const int32_t group = n_heads / n_kv_heads;
   pool.parallel_for(n * n_heads, [&](int64_t b, int64_t e, int32_t) {
+    std::vector<float> tmp(static_cast<size_t>(head_dim));
     for (int64_t item = b; item < e; ++item) {
       const int64_t kvh = (item % n_heads) / group;
       const float* qi = q + item * head_dim;
       for (int32_t j = sets.offsets[static_cast<size_t>(item)];
            j < sets.offsets[static_cast<size_t>(item) + 1]; ++j) {
-        const int64_t row = (kvh * capacity + sets.slots[static_cast<size_t>(j)]) * head_dim;
-        scores[j] = dot_f32(qi, k + row, head_dim) * scale;
-        vnorm2[j] = dot_f32(v + row, v + row, head_dim);
+        const int64_t row = kvh * capacity + sets.slots[static_cast<size_t>(j)];
+        scores[j] = dot_f32(qi, k.row(row, tmp.data()), head_dim) * scale;
+        const float* vr = v.row(row, tmp.data());
+        vnorm2[j] = dot_f32(vr, vr, head_dim);
       }
     }
   });

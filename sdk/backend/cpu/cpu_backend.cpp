@@ -33,6 +33,50 @@ void check_range(const buffer& b, size_t offset, size_t n, const char* what) {
     fail(SA_ERR_INTERNAL, "cpu backend: %s of %zu bytes at %zu outside a buffer of %zu", what, n,
          offset, b.size());
 }
+
+bool is_kv_type(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
+
+kv_rows rows_of(const tensor& cache, int32_t head_dim) {
+  if (!is_kv_type(cache.type))
+    fail(SA_ERR_INTERNAL, "cpu backend: a K/V cache of type %s", traits(cache.type).name);
+  return kv_rows{data_of(cache), cache.type, head_dim};
+}
+
+// The item count of a batch of query rows, checked against its key sets.
+int64_t check_sets(const tensor& q, int32_t n_heads, int32_t head_dim, const kv_view& kv,
+                   const host_sets& sets, const char* op) {
+  const int64_t items = q.ne[0] * q.rows() / head_dim;
+  if (items % n_heads != 0 || static_cast<int64_t>(sets.offsets.size()) != items + 1 ||
+      sets.offsets.front() != 0 || sets.offsets.back() != static_cast<int64_t>(sets.slots.size()) ||
+      (!sets.log_weights.empty() && sets.log_weights.size() != sets.slots.size()) || kv.v_rows)
+    fail(SA_ERR_INTERNAL, "%s: key sets do not match %lld items", op, static_cast<long long>(items));
+  for (size_t i = 0; i + 1 < sets.offsets.size(); ++i)
+    if (sets.offsets[i] > sets.offsets[i + 1])
+      fail(SA_ERR_INTERNAL, "%s: key set offsets decrease at item %zu", op, i);
+  for (int32_t s : sets.slots)
+    if (s < 0 || s >= kv.capacity)
+      fail(SA_ERR_INTERNAL, "%s: slot %d outside [0, %lld)", op, s,
+           static_cast<long long>(kv.capacity));
+  return items / n_heads;
+}
+
+host_sets host_of(const key_sets& s) {
+  if (!s.offsets || !s.slots) fail(SA_ERR_INTERNAL, "key sets without offsets or slots");
+  host_sets h;
+  h.offsets = ints(*s.offsets);
+  h.slots = ints(*s.slots).first(static_cast<size_t>(s.total));
+  if (s.log_weights)
+    h.log_weights = std::span<const float>(ptr<float>(*s.log_weights), static_cast<size_t>(s.total));
+  return h;
+}
+
+void check_matmul(const tensor& w, const tensor& x, const tensor& y, const char* op) {
+  if (x.ne[0] != w.ne[0] || y.ne[0] != w.rows() || y.rows() != x.rows())
+    fail(SA_ERR_INTERNAL, "%s: shapes w[%lld][%lld] x[%lld][%lld] y[%lld][%lld] disagree", op,
+         static_cast<long long>(w.rows()), static_cast<long long>(w.ne[0]),
+         static_cast<long long>(x.rows()), static_cast<long long>(x.ne[0]),
+         static_cast<long long>(y.rows()), static_cast<long long>(y.ne[0]));
+}
 }  // namespace
 
 cpu_buffer::cpu_buffer(size_t bytes)
@@ -48,6 +92,11 @@ uint8_t* data_of(const tensor& t) {
   const cpu_buffer& b = as_cpu(*t.buf);
   check_range(b, t.offset, t.n_bytes(), "tensor");
   return const_cast<uint8_t*>(b.data()) + t.offset;
+}
+
+std::span<const int32_t> ints(const tensor& t) {
+  if (t.type != dtype::i32) fail(SA_ERR_INTERNAL, "cpu backend: metadata of type %s", traits(t.type).name);
+  return {ptr<const int32_t>(t), static_cast<size_t>(t.elements())};
 }
 
 cpu_backend::cpu_backend(int32_t n_threads) : pool_(n_threads), scratch_(static_cast<size_t>(pool_.size())) {}
@@ -68,19 +117,47 @@ void cpu_backend::download(const buffer& src, size_t offset, void* dst, size_t n
   if (n) std::memcpy(dst, as_cpu(src).data() + offset, n);
 }
 
-void cpu_backend::embed(const tensor& table, std::span<const int32_t> ids, const tensor& out) {
-  embed_rows(pool_, table.type, data_of(table), table.row_size(), table.ne[0], table.rows(), ids,
+void cpu_backend::embed(const tensor& table, const tensor& ids, const tensor& out) {
+  const std::span<const int32_t> id = ints(ids);
+  for (int32_t i : id)
+    if (i < 0 || i >= table.rows())
+      fail(SA_ERR_INTERNAL, "embed: id %d outside [0, %lld)", i, static_cast<long long>(table.rows()));
+  embed_rows(pool_, table.type, data_of(table), table.row_size(), table.ne[0], table.rows(), id,
              ptr<float>(out));
 }
 
 void cpu_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
-  if (x.ne[0] != w.ne[0] || y.ne[0] != w.rows() || y.rows() != x.rows())
-    fail(SA_ERR_INTERNAL, "matmul: shapes w[%lld][%lld] x[%lld][%lld] y[%lld][%lld] disagree",
-         static_cast<long long>(w.rows()), static_cast<long long>(w.ne[0]),
-         static_cast<long long>(x.rows()), static_cast<long long>(x.ne[0]),
-         static_cast<long long>(y.rows()), static_cast<long long>(y.ne[0]));
+  check_matmul(w, x, y, "matmul");
   matmul_rows(pool_, scratch_, w.type, data_of(w), w.row_size(), w.rows(), w.ne[0], ptr<float>(x),
-              x.rows(), ptr<float>(y));
+              x.rows(), ptr<float>(y), false);
+}
+
+void cpu_backend::matmul_add(const tensor& w, const tensor& x, const tensor& y) {
+  check_matmul(w, x, y, "matmul_add");
+  matmul_rows(pool_, scratch_, w.type, data_of(w), w.row_size(), w.rows(), w.ne[0], ptr<float>(x),
+              x.rows(), ptr<float>(y), true);
+}
+
+void cpu_backend::matmul_n(const tensor& x, std::span<const tensor> w, std::span<const tensor> y) {
+  if (w.size() != y.size() || w.empty() || w.size() > 3)
+    fail(SA_ERR_INTERNAL, "matmul_n: %zu weights for %zu outputs", w.size(), y.size());
+  for (size_t j = 0; j < w.size(); ++j) matmul(w[j], x, y[j]);
+}
+
+void cpu_backend::matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x,
+                                const tensor& out) {
+  check_matmul(gate, x, out, "matmul_swiglu");
+  check_matmul(up, x, out, "matmul_swiglu");
+  if (gate.type != up.type) fail(SA_ERR_INTERNAL, "matmul_swiglu: gate and up of different types");
+  // out = x · gateᵀ, then out = silu(out) * (x · upᵀ) row by row: the same products and the
+  // same silu arithmetic as matmul, matmul, swiglu.
+  const int64_t n = x.rows(), n_ff = gate.rows();
+  std::vector<float> u(static_cast<size_t>(n * n_ff));
+  matmul_rows(pool_, scratch_, gate.type, data_of(gate), gate.row_size(), n_ff, gate.ne[0],
+              ptr<float>(x), n, ptr<float>(out), false);
+  matmul_rows(pool_, scratch_, up.type, data_of(up), up.row_size(), n_ff, up.ne[0], ptr<float>(x),
+              n, u.data(), false);
+  swiglu_elems(pool_, ptr<float>(out), u.data(), ptr<float>(out), n * n_ff);
 }
 
 void cpu_backend::add_bias(const tensor& y, const tensor& b) {
@@ -91,10 +168,10 @@ void cpu_backend::rmsnorm(const tensor& x, const tensor& w, float eps, const ten
   rmsnorm_rows(pool_, ptr<float>(x), x.rows(), x.ne[0], ptr<float>(w), eps, ptr<float>(y));
 }
 
-void cpu_backend::rope(const tensor& x, int32_t n_heads, int32_t head_dim,
-                       std::span<const int32_t> positions, const rope_params& p) {
-  rope_rows(pool_, ptr<float>(x), static_cast<int64_t>(positions.size()), n_heads, head_dim,
-            positions, p);
+void cpu_backend::rope(const tensor& x, int32_t n_heads, int32_t head_dim, const tensor& positions,
+                       const rope_params& p) {
+  const std::span<const int32_t> pos = ints(positions);
+  rope_rows(pool_, ptr<float>(x), static_cast<int64_t>(pos.size()), n_heads, head_dim, pos, p);
 }
 
 void cpu_backend::swiglu(const tensor& gate, const tensor& up, const tensor& out) {
@@ -107,67 +184,78 @@ void cpu_backend::add(const tensor& a, const tensor& b) {
 }
 
 void cpu_backend::store_kv(const tensor& cache, int64_t capacity, const tensor& src,
-                           std::span<const int32_t> slots) {
+                           const tensor& slots) {
   // cache viewed as [n_kv_heads][capacity][head_dim]; src as [n][n_kv_heads][head_dim]
-  const int64_t n = static_cast<int64_t>(slots.size());
+  const std::span<const int32_t> slot = ints(slots);
+  const int64_t n = static_cast<int64_t>(slot.size());
   const int64_t per_row = src.ne[0] * src.rows() / (n ? n : 1);
   const int64_t head_dim = cache.ne[0];
   const int64_t n_kv_heads = per_row / head_dim;
-  float* c = ptr<float>(cache);
+  const size_t row_size = static_cast<size_t>(row_bytes(cache.type, head_dim));
+  rows_of(cache, static_cast<int32_t>(head_dim));  // checks the type
+  uint8_t* c = data_of(cache);
   const float* s = ptr<float>(src);
   for (int64_t i = 0; i < n; ++i) {
-    if (slots[i] < 0 || slots[i] >= capacity)
-      fail(SA_ERR_INTERNAL, "store_kv: slot %d outside [0, %lld)", slots[i],
+    if (slot[static_cast<size_t>(i)] < 0 || slot[static_cast<size_t>(i)] >= capacity)
+      fail(SA_ERR_INTERNAL, "store_kv: slot %d outside [0, %lld)", slot[static_cast<size_t>(i)],
            static_cast<long long>(capacity));
     for (int64_t h = 0; h < n_kv_heads; ++h)
-      std::memcpy(c + (h * capacity + slots[i]) * head_dim, s + (i * n_kv_heads + h) * head_dim,
-                  static_cast<size_t>(head_dim) * sizeof(float));
+      store_row(cache.type, s + (i * n_kv_heads + h) * head_dim,
+                c + static_cast<size_t>(h * capacity + slot[static_cast<size_t>(i)]) * row_size,
+                head_dim);
   }
 }
 
-void cpu_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
-                            int32_t head_dim, std::span<const int32_t> kv_len, float scale,
-                            const tensor& out, const tensor& lse, const key_mass* mass) {
-  const int64_t v_capacity = kv.v_capacity ? kv.v_capacity : kv.capacity;
-  int64_t n_keys = 0;
-  for (int32_t l : kv_len) n_keys = std::max<int64_t>(n_keys, l);
-  if (mass && (static_cast<int64_t>(mass->row_weights.size()) != static_cast<int64_t>(kv_len.size()) ||
-               mass->mass->ne[0] * mass->mass->rows() < n_keys * n_heads))
-    fail(SA_ERR_INTERNAL, "attention: key mass buffers do not match the batch");
-  attention_rows(pool_, scratch_, ptr<float>(q), static_cast<int64_t>(kv_len.size()), n_heads,
-                 n_kv_heads, head_dim, ptr<float>(*kv.k), kv.capacity, ptr<float>(*kv.v),
-                 v_capacity, kv.v_rows, kv_len, scale, ptr<float>(out), ptr<float>(lse),
-                 mass ? mass->row_weights : std::span<const float>(),
-                 mass ? ptr<float>(*mass->mass) : nullptr, n_keys);
+void cpu_backend::rope_store_kv(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads,
+                                int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
+                                const rope_params& p, const tensor& k_cache, const tensor& v_cache,
+                                int64_t capacity, const tensor& slots) {
+  rope(q, n_heads, head_dim, positions, p);
+  rope(k, n_kv_heads, head_dim, positions, p);
+  store_kv(k_cache, capacity, k, slots);
+  store_kv(v_cache, capacity, v, slots);
 }
 
-namespace {
-// The item count of a batch of query rows, checked against its key sets.
-int64_t check_sets(const tensor& q, int32_t n_heads, int32_t head_dim, const kv_view& kv,
-                   const key_sets& sets, const char* op) {
-  const int64_t items = q.ne[0] * q.rows() / head_dim;
-  if (items % n_heads != 0 || static_cast<int64_t>(sets.offsets.size()) != items + 1 ||
-      sets.offsets.front() != 0 || sets.offsets.back() != static_cast<int64_t>(sets.slots.size()) ||
-      (!sets.log_weights.empty() && sets.log_weights.size() != sets.slots.size()) ||
-      !kv.v_rows.empty())
-    fail(SA_ERR_INTERNAL, "%s: key sets do not match %lld items", op, static_cast<long long>(items));
-  for (size_t i = 0; i + 1 < sets.offsets.size(); ++i)
-    if (sets.offsets[i] > sets.offsets[i + 1])
-      fail(SA_ERR_INTERNAL, "%s: key set offsets decrease at item %zu", op, i);
-  for (int32_t s : sets.slots)
-    if (s < 0 || s >= kv.capacity)
-      fail(SA_ERR_INTERNAL, "%s: slot %d outside [0, %lld)", op, s,
-           static_cast<long long>(kv.capacity));
-  return items / n_heads;
+void cpu_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                            int32_t head_dim, const tensor& kv_len, int64_t kv_bound, float scale,
+                            const tensor& out, const tensor& lse, const key_mass* mass) {
+  const std::span<const int32_t> len = ints(kv_len);
+  const int64_t v_capacity = kv.v_capacity ? kv.v_capacity : kv.capacity;
+  for (int32_t l : len)
+    if (l < 0 || l > kv_bound || l > kv.capacity)
+      fail(SA_ERR_INTERNAL, "attention: kv_len %d outside [0, min(%lld, %lld)]", l,
+           static_cast<long long>(kv_bound), static_cast<long long>(kv.capacity));
+  int64_t n_keys = 0;
+  for (int32_t l : len) n_keys = std::max<int64_t>(n_keys, l);
+  const int32_t* v_rows = nullptr;
+  if (kv.v_rows) {
+    const std::span<const int32_t> vr = ints(*kv.v_rows);
+    if (static_cast<int64_t>(vr.size()) < n_keys)
+      fail(SA_ERR_INTERNAL, "attention: %zu value rows for %lld keys", vr.size(),
+           static_cast<long long>(n_keys));
+    for (int64_t j = 0; j < n_keys; ++j)
+      if (vr[static_cast<size_t>(j)] < 0 || vr[static_cast<size_t>(j)] >= v_capacity)
+        fail(SA_ERR_INTERNAL, "attention: value row %d outside [0, %lld)", vr[static_cast<size_t>(j)],
+             static_cast<long long>(v_capacity));
+    v_rows = vr.data();
+  }
+  if (mass && (!mass->row_weights || mass->row_weights->elements() != static_cast<int64_t>(len.size()) ||
+               mass->n_keys < n_keys || mass->mass->elements() < mass->n_keys * n_heads))
+    fail(SA_ERR_INTERNAL, "attention: key mass buffers do not match the batch");
+  attention_rows(pool_, scratch_, ptr<float>(q), static_cast<int64_t>(len.size()), n_heads,
+                 n_kv_heads, head_dim, rows_of(*kv.k, head_dim), kv.capacity,
+                 rows_of(*kv.v, head_dim), v_capacity, v_rows, len, scale, ptr<float>(out),
+                 ptr<float>(lse), mass ? ptr<float>(*mass->row_weights) : nullptr,
+                 mass ? ptr<float>(*mass->mass) : nullptr, mass ? mass->n_keys : 0);
 }
-}  // namespace
 
 void cpu_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads,
                                  int32_t n_kv_heads, int32_t head_dim, const key_sets& sets,
                                  float scale, const tensor& out, const tensor& lse) {
-  const int64_t n = check_sets(q, n_heads, head_dim, kv, sets, "attention_sets");
+  const host_sets hs = host_of(sets);
+  const int64_t n = check_sets(q, n_heads, head_dim, kv, hs, "attention_sets");
   attention_sets_rows(pool_, scratch_, ptr<float>(q), n, n_heads, n_kv_heads, head_dim,
-                      ptr<float>(*kv.k), ptr<float>(*kv.v), kv.capacity, sets, scale,
+                      rows_of(*kv.k, head_dim), rows_of(*kv.v, head_dim), kv.capacity, hs, scale,
                       ptr<float>(out), ptr<float>(lse));
 }
 
@@ -184,12 +272,13 @@ void cpu_backend::merge_attention(const tensor& out, const tensor& lse, const te
 void cpu_backend::probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads,
                              int32_t n_kv_heads, int32_t head_dim, const key_sets& sets,
                              float scale, const tensor& scores, const tensor& vnorm2) {
-  const int64_t n = check_sets(q, n_heads, head_dim, kv, sets, "probe_keys");
-  if (scores.ne[0] * scores.rows() < static_cast<int64_t>(sets.slots.size()) ||
-      vnorm2.ne[0] * vnorm2.rows() < static_cast<int64_t>(sets.slots.size()))
-    fail(SA_ERR_INTERNAL, "probe_keys: outputs hold fewer than %zu keys", sets.slots.size());
-  probe_keys_rows(pool_, ptr<float>(q), n, n_heads, n_kv_heads, head_dim, ptr<float>(*kv.k),
-                  ptr<float>(*kv.v), kv.capacity, sets, scale, ptr<float>(scores),
+  const host_sets hs = host_of(sets);
+  const int64_t n = check_sets(q, n_heads, head_dim, kv, hs, "probe_keys");
+  if (scores.elements() < static_cast<int64_t>(hs.slots.size()) ||
+      vnorm2.elements() < static_cast<int64_t>(hs.slots.size()))
+    fail(SA_ERR_INTERNAL, "probe_keys: outputs hold fewer than %zu keys", hs.slots.size());
+  probe_keys_rows(pool_, ptr<float>(q), n, n_heads, n_kv_heads, head_dim, rows_of(*kv.k, head_dim),
+                  rows_of(*kv.v, head_dim), kv.capacity, hs, scale, ptr<float>(scores),
                   ptr<float>(vnorm2));
 }
 
@@ -200,48 +289,65 @@ void cpu_backend::summarize_pages(const tensor& k, int64_t capacity, int32_t pag
   const int32_t n_kv_heads = static_cast<int32_t>(k.rows() / capacity);
   if (page_size < 1 || n_keys > capacity || first_page < 0 ||
       first_page + n_pages > pages_capacity ||
-      summaries.ne[0] * summaries.rows() < int64_t{n_kv_heads} * pages_capacity * 2 * head_dim)
+      summaries.elements() < int64_t{n_kv_heads} * pages_capacity * 2 * head_dim)
     fail(SA_ERR_INTERNAL, "summarize_pages: pages [%lld, +%lld) do not fit",
          static_cast<long long>(first_page), static_cast<long long>(n_pages));
-  summarize_pages_rows(pool_, ptr<float>(k), capacity, n_kv_heads, head_dim, page_size, n_keys,
-                       first_page, n_pages, ptr<float>(summaries), pages_capacity);
+  summarize_pages_rows(pool_, rows_of(k, head_dim), capacity, n_kv_heads, head_dim, page_size,
+                       n_keys, first_page, n_pages, ptr<float>(summaries), pages_capacity);
 }
 
 void cpu_backend::page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
                               int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                               int64_t n_pages, bool group_mean, const tensor& scores) {
   const int64_t rankers = group_mean ? n_kv_heads : n_heads;
-  if (n_pages > pages_capacity || scores.ne[0] * scores.rows() < rankers * n_pages ||
-      q.ne[0] * q.rows() < int64_t{n_heads} * head_dim)
+  if (n_pages > pages_capacity || scores.elements() < rankers * n_pages ||
+      q.elements() < int64_t{n_heads} * head_dim)
     fail(SA_ERR_INTERNAL, "page_scores: %lld pages do not fit", static_cast<long long>(n_pages));
   page_scores_rows(pool_, ptr<float>(q), ptr<float>(summaries), pages_capacity, n_heads,
                    n_kv_heads, head_dim, n_pages, group_mean, ptr<float>(scores));
 }
 
-void cpu_backend::gather_rope(const tensor& src, int64_t src_capacity,
-                              std::span<const int32_t> rows, std::span<const int32_t> positions,
-                              const rope_params& p, const tensor& dst, int64_t dst_capacity) {
+void cpu_backend::gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
+                              const tensor& positions, int64_t n, const rope_params& p,
+                              const tensor& dst, int64_t dst_capacity) {
   const int32_t head_dim = static_cast<int32_t>(src.ne[0]);
   const int32_t n_heads = static_cast<int32_t>(src.rows() / src_capacity);
-  if (static_cast<int64_t>(rows.size()) > dst_capacity)
-    fail(SA_ERR_INTERNAL, "gather_rope: %zu rows do not fit in %lld", rows.size(),
+  const std::span<const int32_t> r = ints(rows).first(static_cast<size_t>(n));
+  const std::span<const int32_t> pos = ints(positions).first(static_cast<size_t>(n));
+  if (n > dst_capacity || dst.type != src.type)
+    fail(SA_ERR_INTERNAL, "gather_rope: %lld rows do not fit in %lld", static_cast<long long>(n),
          static_cast<long long>(dst_capacity));
-  gather_rope_rows(pool_, ptr<float>(src), src_capacity, n_heads, head_dim, rows, positions, p,
-                   ptr<float>(dst), dst_capacity);
+  for (int32_t row : r)
+    if (row < 0 || row >= src_capacity)
+      fail(SA_ERR_INTERNAL, "gather_rope: row %d outside [0, %lld)", row,
+           static_cast<long long>(src_capacity));
+  gather_rope_rows(pool_, rows_of(src, head_dim), src_capacity, n_heads, head_dim, r, pos, p,
+                   data_of(dst), dst_capacity);
 }
 
-void cpu_backend::move_rows(const tensor& cache, int64_t capacity, std::span<const row_move> moves) {
-  const int64_t hd = cache.ne[0];
+void cpu_backend::move_rows(const tensor& cache, int64_t capacity, const tensor& moves, int64_t n) {
   const int64_t n_heads = cache.rows() / capacity;
-  float* c = ptr<float>(cache);
-  for (const row_move& m : moves) {
-    if (m.head < 0 || m.head >= n_heads || m.src < 0 || m.src >= capacity || m.dst < 0 ||
-        m.dst >= capacity)
-      fail(SA_ERR_INTERNAL, "move_rows: head %d rows %d -> %d outside [%lld][%lld]", m.head, m.src,
-           m.dst, static_cast<long long>(n_heads), static_cast<long long>(capacity));
-    std::memmove(c + (m.head * capacity + m.dst) * hd, c + (m.head * capacity + m.src) * hd,
-                 static_cast<size_t>(hd) * sizeof(float));
+  const size_t row_size = cache.row_size();
+  uint8_t* c = data_of(cache);
+  const std::span<const int32_t> m = ints(moves).first(static_cast<size_t>(3 * n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t head = m[static_cast<size_t>(3 * i)], src = m[static_cast<size_t>(3 * i + 1)],
+                  dst = m[static_cast<size_t>(3 * i + 2)];
+    if (head < 0 || head >= n_heads || src < 0 || src >= capacity || dst < 0 || dst >= capacity)
+      fail(SA_ERR_INTERNAL, "move_rows: head %d rows %d -> %d outside [%lld][%lld]", head, src,
+           dst, static_cast<long long>(n_heads), static_cast<long long>(capacity));
+    std::memmove(c + static_cast<size_t>(head * capacity + dst) * row_size,
+                 c + static_cast<size_t>(head * capacity + src) * row_size, row_size);
   }
+}
+
+void cpu_backend::sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
+                         const tensor& token) {
+  double u;
+  std::memcpy(&u, data_of(uniform), sizeof u);
+  const int32_t t = sample_logits({ptr<const float>(logits), static_cast<size_t>(logits.elements())},
+                                  c, u);
+  std::memcpy(data_of(token), &t, sizeof t);
 }
 
 }  // namespace sa::cpu

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -27,25 +28,36 @@ class cpu_backend final : public backend {
  public:
   explicit cpu_backend(int32_t n_threads);
   const char* name() const override { return "cpu"; }
+  std::string device_id() const override { return "cpu"; }
+  dtype default_kv_type() const override { return dtype::f32; }
 
   buffer_ptr alloc(size_t bytes) override;
-  buffer_ptr import_host(const void* host, size_t bytes) override;
   void upload(buffer& dst, size_t offset, const void* src, size_t n) override;
   void download(const buffer& src, size_t offset, void* dst, size_t n) override;
+  bool weights_in_place() const override { return true; }
+  buffer_ptr import_host(const void* host, size_t bytes) override;
 
-  void embed(const tensor& table, std::span<const int32_t> ids, const tensor& out) override;
+  void embed(const tensor& table, const tensor& ids, const tensor& out) override;
   void matmul(const tensor& w, const tensor& x, const tensor& y) override;
+  void matmul_add(const tensor& w, const tensor& x, const tensor& y) override;
+  void matmul_n(const tensor& x, std::span<const tensor> w, std::span<const tensor> y) override;
+  void matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x,
+                     const tensor& out) override;
   void add_bias(const tensor& y, const tensor& b) override;
   void rmsnorm(const tensor& x, const tensor& w, float eps, const tensor& y) override;
-  void rope(const tensor& x, int32_t n_heads, int32_t head_dim, std::span<const int32_t> positions,
+  void rope(const tensor& x, int32_t n_heads, int32_t head_dim, const tensor& positions,
             const rope_params& p) override;
   void swiglu(const tensor& gate, const tensor& up, const tensor& out) override;
   void add(const tensor& a, const tensor& b) override;
   void store_kv(const tensor& cache, int64_t capacity, const tensor& src,
-                std::span<const int32_t> slots) override;
+                const tensor& slots) override;
+  void rope_store_kv(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads,
+                     int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
+                     const rope_params& p, const tensor& k_cache, const tensor& v_cache,
+                     int64_t capacity, const tensor& slots) override;
   void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
-                 int32_t head_dim, std::span<const int32_t> kv_len, float scale, const tensor& out,
-                 const tensor& lse, const key_mass* mass) override;
+                 int32_t head_dim, const tensor& kv_len, int64_t kv_bound, float scale,
+                 const tensor& out, const tensor& lse, const key_mass* mass) override;
   void attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                       int32_t head_dim, const key_sets& sets, float scale, const tensor& out,
                       const tensor& lse) override;
@@ -60,10 +72,12 @@ class cpu_backend final : public backend {
   void page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int64_t n_pages,
                    bool group_mean, const tensor& scores) override;
-  void gather_rope(const tensor& src, int64_t src_capacity, std::span<const int32_t> rows,
-                   std::span<const int32_t> positions, const rope_params& p, const tensor& dst,
+  void gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
+                   const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;
-  void move_rows(const tensor& cache, int64_t capacity, std::span<const row_move> moves) override;
+  void move_rows(const tensor& cache, int64_t capacity, const tensor& moves, int64_t n) override;
+  void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
+              const tensor& token) override;
 
   thread_pool& pool() { return pool_; }
 
@@ -79,5 +93,8 @@ template <typename T>
 T* ptr(const tensor& t) {
   return reinterpret_cast<T*>(data_of(t));
 }
+
+// An i32 tensor as a host span of its elements.
+std::span<const int32_t> ints(const tensor& t);
 
 }  // namespace sa::cpu

@@ -1,9 +1,12 @@
 // Row-wise and element-wise ops: RMSNorm, RoPE, SwiGLU, residual add, bias add.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
+#include "quant/quants.h"
 
 namespace sa::cpu {
 
@@ -31,7 +34,7 @@ std::vector<double> rope_inv_freq(const rope_params& p) {
   std::vector<double> inv_freq(static_cast<size_t>(p.n_rot / 2));
   for (int32_t i = 0; i < p.n_rot / 2; ++i) {
     double f = std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot) * p.freq_scale;
-    if (p.freq_factors) f /= p.freq_factors[i];
+    if (p.freq_factors) f /= ptr<float>(*p.freq_factors)[i];
     inv_freq[static_cast<size_t>(i)] = f;
   }
   return inv_freq;
@@ -78,32 +81,48 @@ void rope_rows(thread_pool& pool, float* x, int64_t n, int32_t n_heads, int32_t 
   });
 }
 
-void gather_rope_rows(thread_pool& pool, const float* src, int64_t src_capacity, int32_t n_heads,
-                      int32_t head_dim, std::span<const int32_t> rows,
-                      std::span<const int32_t> positions, const rope_params& p, float* dst,
+void gather_rope_rows(thread_pool& pool, const kv_rows& src, int64_t src_capacity,
+                      int32_t n_heads, int32_t head_dim, std::span<const int32_t> rows,
+                      std::span<const int32_t> positions, const rope_params& p, uint8_t* dst,
                       int64_t dst_capacity) {
   const std::vector<double> inv_freq = rope_inv_freq(p);
+  const size_t row_size = static_cast<size_t>(row_bytes(src.type, head_dim));
   pool.parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t b, int64_t e, int32_t) {
-    std::vector<float> cs(inv_freq.size()), sn(inv_freq.size());
+    std::vector<float> cs(inv_freq.size()), sn(inv_freq.size()), tmp(static_cast<size_t>(head_dim)),
+        out(static_cast<size_t>(head_dim));
     for (int64_t j = b; j < e; ++j) {
       angles(positions[static_cast<size_t>(j)], inv_freq, cs.data(), sn.data());
       for (int32_t h = 0; h < n_heads; ++h) {
-        float* out = dst + (h * dst_capacity + j) * head_dim;
-        const float* in = src + (h * src_capacity + rows[static_cast<size_t>(j)]) * head_dim;
-        std::copy(in, in + head_dim, out);
-        rotate(out, cs.data(), sn.data(), p);
+        const float* in = src.row(h * src_capacity + rows[static_cast<size_t>(j)], tmp.data());
+        std::copy(in, in + head_dim, out.begin());
+        rotate(out.data(), cs.data(), sn.data(), p);
+        store_row(src.type, out.data(), dst + static_cast<size_t>(h * dst_capacity + j) * row_size,
+                  head_dim);
       }
     }
   });
 }
 
+float swiglu_value(float g, float u) { return g / (1.0f + std::exp(-g)) * u; }
+
 void swiglu_elems(thread_pool& pool, const float* gate, const float* up, float* out, int64_t n) {
   pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) {
-    for (int64_t i = b; i < e; ++i) {
-      const float g = gate[i];
-      out[i] = g / (1.0f + std::exp(-g)) * up[i];
-    }
+    for (int64_t i = b; i < e; ++i) out[i] = swiglu_value(gate[i], up[i]);
   });
+}
+
+const float* kv_rows::row(int64_t r, float* tmp) const {
+  const uint8_t* p = base + static_cast<size_t>(r) * static_cast<size_t>(row_bytes(type, head_dim));
+  if (type == dtype::f32) return reinterpret_cast<const float*>(p);
+  dequantize_row(type, p, tmp, head_dim);
+  return tmp;
+}
+
+void store_row(dtype type, const float* src, uint8_t* dst, int64_t n) {
+  if (type == dtype::f32)
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  else
+    quantize_row(type, src, dst, n);
 }
 
 void add_elems(float* a, const float* b, int64_t n) {

@@ -34,7 +34,7 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 
 void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,
                  size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
-                 float* y) {
+                 float* y, bool accumulate) {
   pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t thread) {
     std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
     if (type != dtype::f32 && buf.size() < static_cast<size_t>(TILE * n_in))
@@ -53,7 +53,11 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
       }
       for (int64_t i = 0; i < n; ++i) {
         dot_tile(tile, rows, x + i * n_in, n_in, out);
-        std::memcpy(y + i * n_out + o, out, static_cast<size_t>(rows) * sizeof(float));
+        float* yi = y + i * n_out + o;
+        if (accumulate)
+          for (int64_t r = 0; r < rows; ++r) yi[r] += out[r];
+        else
+          std::memcpy(yi, out, static_cast<size_t>(rows) * sizeof(float));
       }
     }
   });

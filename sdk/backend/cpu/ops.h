@@ -13,17 +13,31 @@ namespace sa::cpu {
 
 using scratch_t = std::vector<std::vector<float>>;  // one growable buffer per thread
 
+// Rows of a K or V cache stored as f32, f16 or bf16: row(r) gives row r as f32, in place for
+// f32 and converted into `tmp` (head_dim floats) otherwise.
+struct kv_rows {
+  const uint8_t* base = nullptr;
+  dtype type = dtype::f32;
+  int32_t head_dim = 0;
+  const float* row(int64_t r, float* tmp) const;
+};
+
+// Converts n floats to the cache type at dst (f32, f16 or bf16), rounding to nearest even.
+void store_row(dtype type, const float* src, uint8_t* dst, int64_t n);
+
 // out[i][:] = dequantized row ids[i] of table [n_rows][n_cols].
 void embed_rows(thread_pool& pool, dtype type, const uint8_t* table, size_t row_size,
                 int64_t n_cols, int64_t n_rows, std::span<const int32_t> ids, float* out);
 
-// y[i][o] = x[i] . w[o]; w [n_out][n_in] of `type`, x [n][n_in], y [n][n_out].
+// y[i][o] = x[i] . w[o] (accumulate: +=); w [n_out][n_in] of `type`, x [n][n_in], y [n][n_out].
 void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,
                  size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
-                 float* y);
+                 float* y, bool accumulate);
 
 // Plain f32 dot product with a fixed summation order (8 interleaved partial sums).
 float dot_f32(const float* a, const float* b, int64_t n);
+// silu(g) * u, the arithmetic of swiglu_elems.
+float swiglu_value(float g, float u);
 
 void add_bias_rows(float* y, int64_t rows, int64_t cols, const float* b);
 void rmsnorm_rows(thread_pool& pool, const float* x, int64_t rows, int64_t cols, const float* w,
@@ -36,42 +50,54 @@ std::vector<double> rope_inv_freq(const rope_params& p);
 void swiglu_elems(thread_pool& pool, const float* gate, const float* up, float* out, int64_t n);
 void add_elems(float* a, const float* b, int64_t n);
 
-// q [n][n_heads][head_dim]; k [n_kv_heads][k_capacity][head_dim]; v [n_kv_heads][v_capacity]
-// [head_dim] read at v_rows[j] (or j); out [n][n_heads][head_dim]; lse [n][n_heads]; when mass
-// is not null, mass [n_heads][n_keys] = sum_i row_weights[i] * p_i.
+// q [n][n_heads][head_dim]; k rows of a [n_kv_heads][k_capacity] cache, v of a
+// [n_kv_heads][v_capacity] cache read at v_rows[j] (or j when v_rows is null);
+// out [n][n_heads][head_dim]; lse [n][n_heads]; when mass is not null,
+// mass [n_heads][n_keys] = sum_i row_weights[i] * p_i.
 void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
-                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const float* k,
-                    int64_t k_capacity, const float* v, int64_t v_capacity,
-                    std::span<const int32_t> v_rows, std::span<const int32_t> kv_len, float scale,
-                    float* out, float* lse, std::span<const float> row_weights, float* mass,
+                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const kv_rows& k,
+                    int64_t k_capacity, const kv_rows& v, int64_t v_capacity,
+                    const int32_t* v_rows, std::span<const int32_t> kv_len, float scale,
+                    float* out, float* lse, const float* row_weights, float* mass,
                     int64_t n_keys);
+
+// Key sets as host spans (see backend::attention_sets).
+struct host_sets {
+  std::span<const int32_t> offsets, slots;
+  std::span<const float> log_weights;  // empty: all weights 1
+};
 
 // Partial attention of q [n][n_heads][head_dim] over key sets of k, v [n_kv_heads][capacity]
 // [head_dim] (see backend::attention_sets).
 void attention_sets_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
-                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const float* k,
-                         const float* v, int64_t capacity, const key_sets& sets, float scale,
+                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, const kv_rows& k,
+                         const kv_rows& v, int64_t capacity, const host_sets& sets, float scale,
                          float* out, float* lse);
 // (out, lse) = (out, lse) merged with (out_b, lse_b); items = rows * heads.
 void merge_partials(float* out, float* lse, const float* out_b, const float* lse_b,
                     int64_t items, int32_t head_dim);
 // scores[j], vnorm2[j] of every listed key (see backend::probe_keys).
 void probe_keys_rows(thread_pool& pool, const float* q, int64_t n, int32_t n_heads,
-                     int32_t n_kv_heads, int32_t head_dim, const float* k, const float* v,
-                     int64_t capacity, const key_sets& sets, float scale, float* scores,
+                     int32_t n_kv_heads, int32_t head_dim, const kv_rows& k, const kv_rows& v,
+                     int64_t capacity, const host_sets& sets, float scale, float* scores,
                      float* vnorm2);
 // Page summaries and Quest bounds (see backend::summarize_pages, backend::page_scores).
-void summarize_pages_rows(thread_pool& pool, const float* k, int64_t capacity, int32_t n_kv_heads,
-                          int32_t head_dim, int32_t page_size, int64_t n_keys, int64_t first_page,
-                          int64_t n_pages, float* summaries, int64_t pages_capacity);
+void summarize_pages_rows(thread_pool& pool, const kv_rows& k, int64_t capacity,
+                          int32_t n_kv_heads, int32_t head_dim, int32_t page_size, int64_t n_keys,
+                          int64_t first_page, int64_t n_pages, float* summaries,
+                          int64_t pages_capacity);
 void page_scores_rows(thread_pool& pool, const float* q, const float* summaries,
                       int64_t pages_capacity, int32_t n_heads, int32_t n_kv_heads,
                       int32_t head_dim, int64_t n_pages, bool group_mean, float* scores);
 
-// dst[g][j] = rope(src[g][rows[j]], positions[j]); heads of head_dim = src row width.
-void gather_rope_rows(thread_pool& pool, const float* src, int64_t src_capacity, int32_t n_heads,
-                      int32_t head_dim, std::span<const int32_t> rows,
-                      std::span<const int32_t> positions, const rope_params& p, float* dst,
+// dst[g][j] = rope(src[g][rows[j]], positions[j]); heads of head_dim = src row width; src and
+// dst of the cache type.
+void gather_rope_rows(thread_pool& pool, const kv_rows& src, int64_t src_capacity,
+                      int32_t n_heads, int32_t head_dim, std::span<const int32_t> rows,
+                      std::span<const int32_t> positions, const rope_params& p, uint8_t* dst,
                       int64_t dst_capacity);
+
+// The sampler's reference (see backend::sample).
+int32_t sample_logits(std::span<const float> logits, const sampler_config& c, double u);
 
 }  // namespace sa::cpu

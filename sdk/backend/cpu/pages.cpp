@@ -8,10 +8,12 @@
 
 namespace sa::cpu {
 
-void summarize_pages_rows(thread_pool& pool, const float* k, int64_t capacity, int32_t n_kv_heads,
-                          int32_t head_dim, int32_t page_size, int64_t n_keys, int64_t first_page,
-                          int64_t n_pages, float* summaries, int64_t pages_capacity) {
+void summarize_pages_rows(thread_pool& pool, const kv_rows& k, int64_t capacity,
+                          int32_t n_kv_heads, int32_t head_dim, int32_t page_size, int64_t n_keys,
+                          int64_t first_page, int64_t n_pages, float* summaries,
+                          int64_t pages_capacity) {
   pool.parallel_for(n_kv_heads * n_pages, [&](int64_t b, int64_t e, int32_t) {
+    std::vector<float> tmp(static_cast<size_t>(head_dim));
     for (int64_t it = b; it < e; ++it) {
       const int64_t g = it / n_pages, page = first_page + it % n_pages;
       float* mx = summaries + ((g * pages_capacity + page) * 2) * head_dim;
@@ -20,7 +22,7 @@ void summarize_pages_rows(thread_pool& pool, const float* k, int64_t capacity, i
       std::fill(mn, mn + head_dim, std::numeric_limits<float>::infinity());
       const int64_t end = std::min<int64_t>((page + 1) * page_size, n_keys);
       for (int64_t r = page * page_size; r < end; ++r) {
-        const float* key = k + (g * capacity + r) * head_dim;
+        const float* key = k.row(g * capacity + r, tmp.data());
         for (int32_t d = 0; d < head_dim; ++d) {
           mx[d] = std::max(mx[d], key[d]);
           mn[d] = std::min(mn[d], key[d]);

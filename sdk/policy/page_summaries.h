@@ -6,6 +6,7 @@
 // Per layer: [n_kv_heads][pages_capacity][2][head_dim] f32 on the backend, [0] = max, [1] = min.
 // A page is recomputed from the cache whenever a batch writes into it (appends, and the rewrites
 // of ReSA's rectification), so summaries are exact for every page, the partial last one included.
+// (Of the key as stored: with an f16 or bf16 cache, of the rounded key attention reads.)
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ class page_summaries {
   page_summaries(backend& be, const hparams& hp, int64_t capacity, int32_t page_size);
 
   // Recomputes the pages holding slots [first, end) of the layer's key cache
-  // k [n_kv_heads][capacity][head_dim], whose slots [0, n_keys) are valid.
+  // k [n_kv_heads][capacity][head_dim] (any KV type), whose slots [0, n_keys) are valid.
   void refresh(int32_t layer, const tensor& k, int64_t capacity, int64_t first, int64_t end,
                int64_t n_keys);
 

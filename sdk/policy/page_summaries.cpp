@@ -1,4 +1,4 @@
-#include "memory/page_summaries.h"
+#include "policy/page_summaries.h"
 
 namespace sa {
 
