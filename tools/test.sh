@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# Builds sa with warnings as errors and runs every test.
+# Builds sa with warnings as errors and runs every test. On a machine with an NVIDIA GPU (and
+# nvcc), the CUDA backend is built and its tests run; elsewhere they report as skipped.
 #   tools/test.sh              release build in build/
 #   tools/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
+#   tools/test.sh --memcheck   release build, then the CUDA cases of the op parity suite under
+#                              compute-sanitizer's memcheck (needs a GPU)
+# SA_WERROR=OFF in the environment turns warnings back into warnings (a newer compiler than
+# the CI's may warn about code it accepts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
-if [ "${1:-}" = "--sanitize" ]; then
+werror=${SA_WERROR:-ON}
+mode=${1:-}
+if [ "$mode" = "--sanitize" ]; then
   dir=build-asan
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSA_WERROR=ON -DSA_SANITIZE=ON >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSA_WERROR="$werror" -DSA_SANITIZE=ON >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 else
   dir=build
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSA_WERROR=ON >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSA_WERROR="$werror" >/dev/null
 fi
 cmake --build "$dir" -j "$jobs"
+if [ "$mode" = "--memcheck" ]; then
+  exec compute-sanitizer --tool memcheck --error-exitcode 1 "$dir/tests/ops_test" --gtest_filter='*/cuda'
+fi
 ctest --test-dir "$dir" --output-on-failure -j "$jobs"

@@ -81,13 +81,12 @@ void sparse_attention::rebuild(int32_t layer, const kv_view& kv, int64_t n_keys)
   summaries_.refresh(layer, *kv.k, kv.capacity, 0, n_keys, n_keys);
 }
 
-void sparse_attention::dense(const tensor& q, const kv_view& kv, int64_t n_keys,
+void sparse_attention::dense(const tensor& q, const kv_view& kv, const batch_meta& m,
                              const tensor& out, const tensor& lse) {
-  const int32_t len = static_cast<int32_t>(n_keys);
-  const tensor kv_len = step_.put(std::span<const int32_t>(&len, 1));
-  step_.flush();
-  be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, kv_len, n_keys, scale_, out, lse,
-                nullptr);
+  // The call a dense step makes (same lengths and launch shape), so a step whose budget covers
+  // every page is dense decoding exactly, on every backend.
+  be_.attention(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, m.kv_len, m.kv_bound, scale_,
+                out, lse, nullptr);
 }
 
 void sparse_attention::quest_pages(const tensor& q, const tensor& summaries,
@@ -160,7 +159,7 @@ uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view&
   }
   head_stat* hs = stats.data() + first;
   if (layer < c_.dense_layers || plan.dense) {
-    dense(q, kv, n_keys, out, lse);
+    dense(q, kv, m, out, lse);
     if (c_.check_error)
       for (int32_t h = 0; h < hp_.n_heads; ++h) hs[h].rel_error = 0.0f;  // exact
     return static_cast<uint64_t>(n_keys) * static_cast<uint64_t>(hp_.n_heads);
@@ -183,7 +182,7 @@ uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view&
       read += fixed_[static_cast<size_t>(h)].size();
     }
   }
-  if (c_.check_error) check_error(q, kv, n_keys, out, hs);
+  if (c_.check_error) check_error(q, kv, m, out, hs);
   return read;
 }
 
@@ -272,9 +271,9 @@ uint64_t sparse_attention::vattention_step(int32_t layer, const tensor& q, const
   return read;
 }
 
-void sparse_attention::check_error(const tensor& q, const kv_view& kv, int64_t n_keys,
+void sparse_attention::check_error(const tensor& q, const kv_view& kv, const batch_meta& m,
                                    const tensor& out, head_stat* hs) {
-  dense(q, kv, n_keys, dense_out_, dense_lse_);
+  dense(q, kv, m, dense_out_, dense_lse_);
   const size_t n = static_cast<size_t>(hp_.n_heads * hp_.head_dim);
   download(out, host_a_, n);
   download(dense_out_, host_b_, n);

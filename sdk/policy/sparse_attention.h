@@ -71,9 +71,9 @@ class sparse_attention {
   void oracle_sets(const tensor& q, const kv_view& kv, const page_plan& plan, int64_t n_keys);
   uint64_t vattention_step(int32_t layer, const tensor& q, const kv_view& kv, int64_t n_keys,
                            const tensor& out, const tensor& lse, head_stat* stats);
-  void dense(const tensor& q, const kv_view& kv, int64_t n_keys, const tensor& out,
+  void dense(const tensor& q, const kv_view& kv, const batch_meta& m, const tensor& out,
              const tensor& lse);
-  void check_error(const tensor& q, const kv_view& kv, int64_t n_keys, const tensor& out,
+  void check_error(const tensor& q, const kv_view& kv, const batch_meta& m, const tensor& out,
                    head_stat* stats);
   // Puts per-head key lists (and their log weights, when given) into the step buffer.
   key_sets sets_from(const std::vector<std::vector<int32_t>>& per_head,

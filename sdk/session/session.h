@@ -87,6 +87,7 @@ class session {
   const model& get_model() const { return *model_; }
   const kv_memory& memory() const { return *memory_; }
   const backend& get_backend() const { return *backend_; }
+  const device_weights& weights() const { return *weights_; }
   session_stats stats() const;
   const std::vector<head_stat>& head_stats() const;
 

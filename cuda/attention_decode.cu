@@ -1,0 +1,798 @@
+// Attention for few query rows (decode), split over the keys (flash-decoding), GQA-aware, and
+// the attention ops built from the same inner loop: key sets with log weights (the sparse
+// methods' primitive), key probes, and the per-key attention mass of the cascade.
+//
+// attention_split: grid (split, KV head x head group, row), 128 threads. A block reads the keys
+// [s0, s1) of one KV head once and scores them against every query head of its group (up to 8
+// at a time), so each K/V byte moves once per group. Keys stream through shared memory in
+// tiles of 32 (cp.async, three stages: two tiles in flight while one is computed); LPK lanes
+// hold one key (8 elements each, one 16-byte read of an f16/bf16 row), each warp 8 keys of a
+// tile; scores are kept in log2 units (q pre-scaled by scale * log2 e) with an online softmax
+// per lane group, merged over the warp by shuffles and over the 4 warps in shared memory. With
+// one split the block writes out and lse. Otherwise it writes a partial (out normalised, lse)
+// and counts itself done; the last block of a (row, head group) merges the partials (weights
+// e^(lse_s - max)) and resets the count, so one launch does the whole attention. The split
+// count follows kv_bound, not the lengths, so a recorded step replays for every length up to
+// its bound.
+// Bytes: K and V of the keys attended once (kv_len * n_kv_heads * head_dim * 2 * elem) plus q,
+// out and the partials (n_splits * n_heads * (head_dim + 1) * 4, written and read once).
+#include <algorithm>
+#include <atomic>
+
+#include "common.cuh"
+#include "mma.cuh"
+
+namespace sa::cuda {
+
+namespace {
+
+constexpr int k_warps = 4;
+constexpr int k_threads = k_warps * k_warp;
+constexpr int STAGES = 3;    // tiles in shared memory: two loading while one is computed
+constexpr int MAX_SPLITS = 256;
+constexpr int64_t MAX_COUNTERS = 65536;  // (row, KV head, head group) merges one launch tracks
+constexpr float k_log2e = 1.4426950408889634f;
+constexpr float k_ln2 = 0.6931471805599453f;
+
+// Where a block's keys come from: a range of rows (dense) or a list of slots with optional
+// log weights (key sets).
+struct key_source {
+  const int32_t* slots = nullptr;      // null: key j at row j
+  const float* log_weights = nullptr;  // added to the score (natural log), or null
+  int64_t begin = 0, end = 0;          // keys [begin, end) of the range or the list
+};
+
+struct block_out {
+  float* out;      // where the normalised output goes (head_dim floats per head, head stride hs)
+  float* lse;      // log-sum-exp per head (stride ls)
+  int64_t hs, ls;
+};
+
+// The in-kernel merge of split partials (null: the block writes its result as final).
+struct merge_ctx {
+  int32_t n_splits;
+  int32_t* counter;    // blocks of this (row, head group) done so far; reset by the last
+  const float* part_o; // [heads of the group][n_splits][head_dim] at this group's first head
+  const float* part_lse;
+  float* out;          // the final out / lse of the group's first head
+  float* lse;
+};
+
+// Keys per tile: 32, or 16 for rows over 256 bytes (f32 caches, head_dim 256) so that three
+// stages still fit in shared memory.
+template <typename T, int LPK>
+constexpr int tile_keys() {
+  return LPK * 8 * static_cast<int>(sizeof(typename T::storage)) <= 256 ? 32 : 16;
+}
+template <typename T, int LPK>
+constexpr size_t tile_bytes(int head_dim) {
+  return static_cast<size_t>(STAGES) * 2 * tile_keys<T, LPK>() * head_dim * sizeof(typename T::storage);
+}
+template <typename T, int LPK>
+size_t smem_bytes(int head_dim, int gmax) {
+  return tile_bytes<T, LPK>(head_dim) + static_cast<size_t>(k_warps) * gmax * head_dim * sizeof(float);
+}
+
+// The end of a block's work, shared by both decode kernels: the per-warp results (sm_acc
+// [k_warps][GMAX][hd] output sums, sm_m / sm_l their running max in log2 units and sums) are
+// combined into the block's normalised output and lse (bo); with a merge context, the last
+// block of the group to finish then merges every split's partial. sm_w holds GMAX *
+// MAX_SPLITS floats of scratch.
+template <int GMAX>
+__device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], const float (*sm_l)[GMAX],
+                             float* sm_w, int32_t nh, int hd, const block_out& bo, const merge_ctx* mc) {
+  const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < nh * hd; idx += k_threads) {
+    const int g = idx / hd, d = idx % hd;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < k_warps; ++w) mx = fmaxf(mx, sm_m[w][g]);
+    float L = 0.0f, O = 0.0f;
+    if (mx != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < k_warps; ++w) {
+        const float c = exp2f(sm_m[w][g] - mx);
+        L = fmaf(sm_l[w][g], c, L);
+        O = fmaf(sm_acc[(w * GMAX + g) * hd + d], c, O);
+      }
+    }
+    bo.out[g * bo.hs + d] = L > 0.0f ? O / L : 0.0f;
+    if (d == 0) bo.lse[g * bo.ls] = L > 0.0f ? (mx + log2f(L)) * k_ln2 : -INFINITY;
+  }
+  if (!mc) return;
+
+  // The last block of the group merges every split's partial.
+  __shared__ int last;
+  __shared__ float sm_total[GMAX], sm_max[GMAX];
+  __threadfence();  // this block's partial is visible before it counts itself done
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(mc->counter, 1) == mc->n_splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int ns = mc->n_splits;
+  for (int g = warp; g < nh; g += k_warps) {
+    float mx = -INFINITY;
+    for (int sp = lane; sp < ns; sp += k_warp) mx = fmaxf(mx, __ldcg(mc->part_lse + g * ns + sp));
+    mx = warp_max(mx);
+    float total = 0.0f;
+    for (int sp = lane; sp < ns; sp += k_warp) {
+      const float w = mx == -INFINITY ? 0.0f : expf(__ldcg(mc->part_lse + g * ns + sp) - mx);
+      sm_w[g * MAX_SPLITS + sp] = w;
+      total += w;
+    }
+    total = warp_sum(total);
+    if (lane == 0) {
+      sm_total[g] = total;
+      sm_max[g] = mx;
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < nh * hd; idx += k_threads) {
+    const int g = idx / hd, d = idx % hd;
+    // Eight loads in flight at a time: the partials come from L2.
+    const float* po = mc->part_o + static_cast<int64_t>(g) * ns * hd + d;
+    float o8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int sp = 0;
+    for (; sp + 8 <= ns; sp += 8) {
+      float v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = __ldcg(po + static_cast<int64_t>(sp + u) * hd);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) o8[u] = fmaf(sm_w[g * MAX_SPLITS + sp + u], v[u], o8[u]);
+    }
+    for (; sp < ns; ++sp) o8[0] = fmaf(sm_w[g * MAX_SPLITS + sp], __ldcg(po + static_cast<int64_t>(sp) * hd), o8[0]);
+    const float o = ((o8[0] + o8[1]) + (o8[2] + o8[3])) + ((o8[4] + o8[5]) + (o8[6] + o8[7]));
+    const float total = sm_total[g];
+    mc->out[g * hd + d] = total > 0.0f ? o / total : 0.0f;
+    if (d == 0) mc->lse[g] = total > 0.0f ? sm_max[g] + logf(total) : -INFINITY;
+  }
+  if (threadIdx.x == 0) *mc->counter = 0;  // ready for the next launch (or replay)
+}
+
+// The shared inner loop: heads [h0, h0 + nh) of one row against keys of KV head kvh.
+template <typename T, int LPK, int GMAX>
+__device__ void attend_block(const attention_args& a, int64_t row, int32_t kvh, int32_t h0,
+                             int32_t nh, const key_source& src, const block_out& bo,
+                             const merge_ctx* mc) {
+  using S = typename T::storage;
+  constexpr int KPW = k_warp / LPK;  // keys per warp per step
+  constexpr int E16 = 16 / sizeof(S);  // elements per 16-byte piece
+  constexpr int TK = tile_keys<T, LPK>();
+  static_assert(TK / k_warps >= KPW, "a warp's share of a tile covers its lane groups");
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ float sm_m[k_warps][GMAX], sm_l[k_warps][GMAX];
+  const int hd = a.head_dim;
+  S* tiles = reinterpret_cast<S*>(smem);                                   // [STAGES][2][TK][hd]
+  float* sm_acc = reinterpret_cast<float*>(smem + tile_bytes<T, LPK>(hd));  // [k_warps][GMAX][hd]
+  const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
+  const int kg = lane / LPK, dl = lane % LPK;
+  const bool dims_ok = dl * 8 < hd;
+  const int d0 = dims_ok ? dl * 8 : 0;
+
+  float q[GMAX][8];
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) {
+    const bool ok = g < nh && dims_ok;
+    const float* qp = a.q + (row * a.n_heads + h0 + (ok ? g : 0)) * hd + d0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[g][i] = ok ? qp[i] * a.scale * k_log2e : 0.0f;
+  }
+  float m[GMAX], l[GMAX], acc[GMAX][8];
+#pragma unroll
+  for (int g = 0; g < GMAX; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[g][i] = 0.0f;
+  }
+  const S* kb = static_cast<const S*>(a.k) + static_cast<int64_t>(kvh) * a.k_capacity * hd;
+  const S* vb = static_cast<const S*>(a.v) + static_cast<int64_t>(kvh) * a.v_capacity * hd;
+  const int64_t n_keys = src.end - src.begin;
+  const int64_t n_tiles = (n_keys + TK - 1) / TK;
+  // 16-byte pieces per row, rounded up to a power of two (no division in the copy loop).
+  constexpr int PP = LPK * 8 / E16;
+
+  auto load_tile = [&](int64_t t, int stage) {
+    S* kt = tiles + static_cast<size_t>(stage) * 2 * TK * hd;
+    S* vt = kt + TK * hd;
+#pragma unroll
+    for (int idx = threadIdx.x; idx < TK * PP; idx += k_threads) {
+      const int r = idx / PP, c = idx % PP;
+      if (c * E16 >= hd) continue;
+      int64_t j = src.begin + t * TK + r;
+      if (j >= src.end) j = src.end - 1;  // a valid key; masked when scored
+      const int64_t key = src.slots ? src.slots[j] : j;
+      const int64_t vrow = a.v_rows ? a.v_rows[key] : key;
+      cp_async16(kt + r * hd + c * E16, kb + key * hd + c * E16);
+      cp_async16(vt + r * hd + c * E16, vb + vrow * hd + c * E16);
+    }
+  };
+
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < n_tiles) load_tile(st, st);
+    cp_async_commit();
+  }
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // tile t is in; every warp is done with the stage about to be refilled
+    if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1, static_cast<int>((t + STAGES - 1) % STAGES));
+    cp_async_commit();
+    const S* kt = tiles + static_cast<size_t>(t % STAGES) * 2 * TK * hd;
+    const S* vt = kt + TK * hd;
+#pragma unroll
+    for (int i0 = 0; i0 < TK / k_warps; i0 += KPW) {
+      const int i = warp * (TK / k_warps) + i0 + kg;  // key within the tile
+      const int64_t j = src.begin + t * TK + i;
+      float k8[8], v8[8];
+      if (dims_ok) {
+        load8_shared<T>(kt + i * hd + d0, k8);
+        load8_shared<T>(vt + i * hd + d0, v8);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) k8[e] = v8[e] = 0.0f;
+      }
+      float s[GMAX];
+#pragma unroll
+      for (int g = 0; g < GMAX; ++g) {
+        float d = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) d = fmaf(q[g][e], k8[e], d);
+        s[g] = group_sum<LPK>(d);
+      }
+      if (j >= src.end) continue;  // the whole lane group agrees; no shuffle follows
+      if (src.log_weights) {
+        const float w = src.log_weights[j] * k_log2e;
+#pragma unroll
+        for (int g = 0; g < GMAX; ++g) s[g] += w;
+      }
+#pragma unroll
+      for (int g = 0; g < GMAX; ++g) {
+        const float mn = fmaxf(m[g], s[g]);
+        const float corr = exp2f(m[g] - mn);
+        const float p = exp2f(s[g] - mn);
+        l[g] = fmaf(l[g], corr, p);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g][e] = fmaf(acc[g][e], corr, p * v8[e]);
+        m[g] = mn;
+      }
+    }
+  }
+  // Merge the lane groups of the warp (lanes with the same dims, LPK apart).
+#pragma unroll
+  for (int off = LPK; off < k_warp; off *= 2) {
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m[g], off);
+      const float l2 = __shfl_xor_sync(0xffffffffu, l[g], off);
+      const float mn = fmaxf(m[g], m2);
+      const float c1 = mn == -INFINITY ? 0.0f : exp2f(m[g] - mn);
+      const float c2 = mn == -INFINITY ? 0.0f : exp2f(m2 - mn);
+      l[g] = l[g] * c1 + l2 * c2;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float a2 = __shfl_xor_sync(0xffffffffu, acc[g][e], off);
+        acc[g][e] = acc[g][e] * c1 + a2 * c2;
+      }
+      m[g] = mn;
+    }
+  }
+  if (kg == 0) {
+#pragma unroll
+    for (int g = 0; g < GMAX; ++g) {
+      if (dims_ok)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sm_acc[(warp * GMAX + g) * hd + d0 + e] = acc[g][e];
+      if (dl == 0) {
+        sm_m[warp][g] = m[g];
+        sm_l[warp][g] = l[g];
+      }
+    }
+  }
+  __shared__ float sm_w[GMAX][MAX_SPLITS];
+  finish_block<GMAX>(sm_acc, sm_m, sm_l, &sm_w[0][0], nh, hd, bo, mc);
+}
+
+// ---- the tensor-core decode kernel (f16 / bf16 caches, head_dim 64 or 128, groups <= 16) ------
+// One block per (split, KV head, row), 4 warps. The group's query heads are the 16 rows of an
+// mma tile (rows past the group are zero): S = Q K^T and O += P V run as m16n8k16 products, so
+// the cores spend a few instructions per key however many heads share it and the loads stay
+// ahead. Keys stream in tiles of 64 ([TK][HD + 8] halves per K and V: the padding puts the
+// eight rows of an ldmatrix in distinct banks), three stages of cp.async; warp w takes keys
+// [16w, 16w + 16) of every tile and keeps its own running max and sums (log2 units) per row.
+// Q enters the products as f16 (bf16 caches: as the sum of two bf16 parts, hi + lo, so the
+// scores keep about 16 bits), P as the cache's type. Same splits, partials and last-block merge
+// as the CUDA-core kernel. Bytes: K and V of the keys once; q, partials and out are small.
+template <bool BF16, int HD>
+struct mma_decode {
+  static constexpr int TK = 64, LD = HD + 8;
+  static constexpr size_t tile_bytes = static_cast<size_t>(STAGES) * 2 * TK * LD * 2;
+  static constexpr size_t finish_bytes = (static_cast<size_t>(k_warps) * 16 * HD + 16 * MAX_SPLITS) * sizeof(float);
+  static constexpr size_t smem = tile_bytes > finish_bytes ? tile_bytes : finish_bytes;
+};
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const attention_args a, int32_t n_splits,
+                                                                     float* part_o, float* part_lse,
+                                                                     int32_t* counters) {
+  using S = typename T::storage;
+  constexpr bool BF16 = T::code == etype::bf16;
+  using C = mma_decode<BF16, HD>;
+  constexpr int TK = C::TK, LD = C::LD, KS = HD / 16, NB = HD / 8, QP = BF16 ? 2 : 1;
+  constexpr int PP = HD / 8;  // 16-byte pieces per row
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ __align__(16) S sq[QP][16][LD];
+  __shared__ float sm_m[k_warps][16], sm_l[k_warps][16];
+  S* tiles = reinterpret_cast<S*>(smem);  // [STAGES][K, V][TK][LD]
+  const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
+  const int g = lane / 4, c = lane % 4;
+
+  const int32_t split = blockIdx.x, kvh = blockIdx.y;
+  const int64_t row = blockIdx.z;
+  const int32_t G = a.n_heads / a.n_kv_heads, h0 = kvh * G;
+  const int64_t len = a.kv_len[row];
+  const int64_t chunk = (len + n_splits - 1) / n_splits;
+  const int64_t begin = len < split * chunk ? len : split * chunk;
+  const int64_t end = len < begin + chunk ? len : begin + chunk;
+  const int64_t n_tiles = (end - begin + TK - 1) / TK;
+  const S* kb = static_cast<const S*>(a.k) + static_cast<int64_t>(kvh) * a.k_capacity * HD;
+  const S* vb = static_cast<const S*>(a.v) + static_cast<int64_t>(kvh) * a.v_capacity * HD;
+
+  auto load_tile = [&](int64_t t, int stage) {
+    S* kt = tiles + static_cast<size_t>(stage) * 2 * TK * LD;
+    S* vt = kt + TK * LD;
+#pragma unroll
+    for (int idx = threadIdx.x; idx < TK * PP; idx += k_threads) {
+      const int r = idx / PP, p = idx % PP;
+      int64_t j = begin + t * TK + r;
+      if (j >= end) j = end - 1;  // a valid key; its probability is zero
+      const int64_t vrow = a.v_rows ? a.v_rows[j] : j;
+      cp_async16(kt + r * LD + p * 8, kb + j * HD + p * 8);
+      cp_async16(vt + r * LD + p * 8, vb + vrow * HD + p * 8);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < n_tiles) load_tile(st, st);
+    cp_async_commit();
+  }
+
+  // The group's queries, scaled to log2 units, as 16 rows of halves (hi, and for bf16 lo).
+  for (int idx = threadIdx.x; idx < 16 * HD; idx += k_threads) {
+    const int r = idx / HD, d = idx % HD;
+    const float x = r < G ? a.q[(row * a.n_heads + h0 + r) * HD + d] * a.scale * k_log2e : 0.0f;
+    const S hi = T::from(x);
+    sq[0][r][d] = hi;
+    if constexpr (BF16) sq[QP - 1][r][d] = T::from(x - T::load(&hi));
+  }
+  __syncthreads();
+  uint32_t qf[QP][KS][4];
+#pragma unroll
+  for (int p = 0; p < QP; ++p)
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) ldmatrix_x4(qf[p][ks], &sq[p][lane % 16][16 * ks + 8 * (lane / 16)]);
+
+  float o[NB][4];
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
+
+  for (int64_t t = 0; t < n_tiles; ++t) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // tile t is in; every warp is done with the stage about to be refilled
+    if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1, static_cast<int>((t + STAGES - 1) % STAGES));
+    cp_async_commit();
+    const S* kt = tiles + static_cast<size_t>(t % STAGES) * 2 * TK * LD + 16 * warp * LD;
+    const S* vt = kt + TK * LD;
+
+    // Scores of the warp's 16 keys: s[nb] holds rows g, g + 8 x keys 8nb + 2c, + 1.
+    float s[2][4];
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb) {
+      s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KS / 2; ++kk) {
+        uint32_t b[4];
+        ldmatrix_x4(b, kt + (8 * nb + lane % 8) * LD + 32 * kk + 8 * (lane / 8));
+#pragma unroll
+        for (int p = 0; p < QP; ++p) {
+          mma_16816<BF16>(s[nb], qf[p][2 * kk], b[0], b[1]);
+          mma_16816<BF16>(s[nb], qf[p][2 * kk + 1], b[2], b[3]);
+        }
+      }
+    }
+    const int64_t j0 = begin + t * TK + 16 * warp + 2 * c;
+#pragma unroll
+    for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (j0 + 8 * nb + (e & 1) >= end) s[nb][e] = -INFINITY;
+    // Online softmax per row; the four lanes of a row (same g) share its max.
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mn = fmaxf(m[h], mx);
+      const float base = mn == -INFINITY ? 0.0f : mn;
+      corr[h] = exp2f(m[h] - base);
+      float sum = 0.0f;
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        s[nb][2 * h] = exp2f(s[nb][2 * h] - base);
+        s[nb][2 * h + 1] = exp2f(s[nb][2 * h + 1] - base);
+        sum += s[nb][2 * h] + s[nb][2 * h + 1];
+      }
+      l[h] = fmaf(l[h], corr[h], sum);
+      m[h] = mn;
+    }
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      o[nb][0] *= corr[0], o[nb][1] *= corr[0];
+      o[nb][2] *= corr[1], o[nb][3] *= corr[1];
+    }
+    // P as the A operand (rows x the warp's 16 keys), straight from the score registers.
+    const uint32_t pa[4] = {pack2<BF16>(s[0][0], s[0][1]), pack2<BF16>(s[0][2], s[0][3]),
+                            pack2<BF16>(s[1][0], s[1][1]), pack2<BF16>(s[1][2], s[1][3])};
+#pragma unroll
+    for (int dp = 0; dp < NB / 2; ++dp) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, vt + (lane % 8 + 8 * ((lane / 8) % 2)) * LD + 16 * dp + 8 * (lane / 16));
+      mma_16816<BF16>(o[2 * dp], pa, b[0], b[1]);
+      mma_16816<BF16>(o[2 * dp + 1], pa, b[2], b[3]);
+    }
+  }
+  // Row sums over the four lanes of each row; then the warps' results through shared memory
+  // (the tiles' space, free once every copy has landed and every warp has left the loop).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  float* sm_acc = reinterpret_cast<float*>(smem);  // [k_warps][16][HD]
+  float* sm_w = sm_acc + k_warps * 16 * HD;        // [16][MAX_SPLITS]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h;
+    if (r >= G) continue;
+    float* dst = sm_acc + (warp * 16 + r) * HD + 2 * c;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) *reinterpret_cast<float2*>(dst + 8 * nb) = make_float2(o[nb][2 * h], o[nb][2 * h + 1]);
+    if (c == 0) {
+      sm_m[warp][r] = m[h];
+      sm_l[warp][r] = l[h];
+    }
+  }
+  const int64_t item = row * a.n_heads + h0;
+  if (n_splits == 1) {
+    const block_out bo{a.out + item * HD, a.lse + item, HD, 1};
+    finish_block<16>(sm_acc, sm_m, sm_l, sm_w, G, HD, bo, nullptr);
+    return;
+  }
+  const block_out bo{part_o + (item * n_splits + split) * HD, part_lse + item * n_splits + split,
+                     static_cast<int64_t>(n_splits) * HD, n_splits};
+  const merge_ctx mc{n_splits, counters + row * gridDim.y + blockIdx.y, part_o + item * n_splits * HD,
+                     part_lse + item * n_splits, a.out + item * HD, a.lse + item};
+  finish_block<16>(sm_acc, sm_m, sm_l, sm_w, G, HD, bo, &mc);
+}
+
+template <typename T, int LPK, int GMAX>
+__global__ void __launch_bounds__(k_threads) attention_split_kernel(const attention_args a,
+                                                                    int32_t n_splits,
+                                                                    int32_t n_groups, float* part_o,
+                                                                    float* part_lse,
+                                                                    int32_t* counters) {
+  const int32_t split = blockIdx.x;
+  const int32_t kvh = blockIdx.y / n_groups, hg = blockIdx.y % n_groups;
+  const int64_t row = blockIdx.z;
+  const int32_t G = a.n_heads / a.n_kv_heads;
+  const int32_t h0 = kvh * G + hg * GMAX, nh = min(GMAX, G - hg * GMAX);
+  const int64_t len = a.kv_len[row];
+  const int64_t chunk = (len + n_splits - 1) / n_splits;
+  key_source src;
+  src.begin = len < split * chunk ? len : split * chunk;
+  src.end = len < src.begin + chunk ? len : src.begin + chunk;
+  const int64_t item = row * a.n_heads + h0;
+  if (n_splits == 1) {
+    const block_out bo{a.out + item * a.head_dim, a.lse + item, a.head_dim, 1};
+    attend_block<T, LPK, GMAX>(a, row, kvh, h0, nh, src, bo, nullptr);
+    return;
+  }
+  const block_out bo{part_o + (item * n_splits + split) * a.head_dim, part_lse + item * n_splits + split,
+                     static_cast<int64_t>(n_splits) * a.head_dim, n_splits};
+  const merge_ctx mc{n_splits, counters + row * gridDim.y + blockIdx.y, part_o + item * n_splits * a.head_dim,
+                     part_lse + item * n_splits, a.out + item * a.head_dim, a.lse + item};
+  attend_block<T, LPK, GMAX>(a, row, kvh, h0, nh, src, bo, &mc);
+}
+
+template <typename T, int LPK, int GMAX>
+__global__ void __launch_bounds__(k_threads) attention_sets_kernel(const attention_args a,
+                                                                   const sets_args sets) {
+  // grid: items (row * n_heads + h); one query head, its listed keys.
+  const int64_t item = blockIdx.x;
+  const int64_t row = item / a.n_heads;
+  const int32_t h = static_cast<int32_t>(item % a.n_heads);
+  key_source src;
+  src.slots = sets.slots;
+  src.log_weights = sets.log_weights;
+  src.begin = sets.offsets[item];
+  src.end = sets.offsets[item + 1];
+  const block_out bo{a.out + item * a.head_dim, a.lse + item, a.head_dim, 1};
+  attend_block<T, LPK, GMAX>(a, row, h / (a.n_heads / a.n_kv_heads), h, 1, src, bo, nullptr);
+}
+
+template <typename T>
+__global__ void probe_keys_kernel(const attention_args a, const sets_args sets, float* scores,
+                                  float* vnorm2) {
+  // grid: (ceil(largest / 128), items); a thread per listed key
+  using S = typename T::storage;
+  const int64_t item = blockIdx.y;
+  const int64_t j = sets.offsets[item] + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= sets.offsets[item + 1]) return;
+  const int32_t h = static_cast<int32_t>(item % a.n_heads), kvh = h / (a.n_heads / a.n_kv_heads);
+  const int64_t row = static_cast<int64_t>(kvh) * a.k_capacity + sets.slots[j];
+  const S* k = static_cast<const S*>(a.k) + row * a.head_dim;
+  const S* v = static_cast<const S*>(a.v) + row * a.head_dim;
+  const float* q = a.q + item * a.head_dim;
+  float s = 0.0f, n2 = 0.0f;
+  for (int d = 0; d < a.head_dim; ++d) {
+    s = fmaf(q[d], T::load(k + d), s);
+    const float vd = T::load(v + d);
+    n2 = fmaf(vd, vd, n2);
+  }
+  scores[j] = s * a.scale;
+  vnorm2[j] = n2;
+}
+
+template <typename T>
+__global__ void attention_mass_kernel(const attention_args a, const float* row_weights,
+                                      float* mass, int64_t n_keys) {
+  // grid: (ceil(n_keys / 128), n_heads); a thread per key: sum over the rows that see it.
+  using S = typename T::storage;
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int32_t h = blockIdx.y;
+  if (j >= n_keys) return;
+  const int32_t kvh = h / (a.n_heads / a.n_kv_heads);
+  const S* k = static_cast<const S*>(a.k) + (static_cast<int64_t>(kvh) * a.k_capacity + j) * a.head_dim;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < a.n; ++i) {
+    if (j >= a.kv_len[i]) continue;
+    const float* q = a.q + (i * a.n_heads + h) * a.head_dim;
+    float s = 0.0f;
+    for (int d = 0; d < a.head_dim; ++d) s = fmaf(q[d], T::load(k + d), s);
+    sum = fmaf(row_weights[i], expf(s * a.scale - a.lse[i * a.n_heads + h]), sum);
+  }
+  mass[static_cast<int64_t>(h) * n_keys + j] = sum;
+}
+
+// Runs f<T, LPK, GMAX> for the cache type, head dim and group of a (GMAX up to MAXG).
+template <template <typename, int, int> class K, int MAXG, typename F>
+cudaError_t dispatch(const attention_args& a, int32_t heads_per_block, F&& f) {
+  const int lpk_needed = (a.head_dim + 7) / 8;
+  return with_kv_type(a.kv_type, [&](auto t) -> cudaError_t {
+    using T = decltype(t);
+    auto by_g = [&](auto lpk) -> cudaError_t {
+      constexpr int LPK = decltype(lpk)::value;
+      if (MAXG == 1 || heads_per_block <= 1) return f(K<T, LPK, 1>{});
+      if constexpr (MAXG > 1) {
+        if (heads_per_block <= 2) return f(K<T, LPK, 2>{});
+        if (heads_per_block <= 4) return f(K<T, LPK, 4>{});
+        return f(K<T, LPK, 8>{});
+      }
+      return cudaErrorInvalidValue;
+    };
+    if (lpk_needed <= 4) return by_g(std::integral_constant<int, 4>{});
+    if (lpk_needed <= 8) return by_g(std::integral_constant<int, 8>{});
+    if (lpk_needed <= 16) return by_g(std::integral_constant<int, 16>{});
+    if (lpk_needed <= 32) return by_g(std::integral_constant<int, 32>{});
+    return cudaErrorInvalidValue;
+  });
+}
+
+template <typename T, int LPK, int GMAX>
+struct split_k {
+  cudaError_t launch(dim3 grid, cudaStream_t s, const attention_args& a, int32_t n_splits,
+                     int32_t n_groups, float* po, float* pl, int32_t* counters) const {
+    const size_t smem = smem_bytes<T, LPK>(a.head_dim, GMAX);
+    const cudaError_t e = cudaFuncSetAttribute(attention_split_kernel<T, LPK, GMAX>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+    attention_split_kernel<T, LPK, GMAX><<<grid, k_threads, smem, s>>>(a, n_splits, n_groups, po, pl,
+                                                                        counters);
+    return cudaGetLastError();
+  }
+};
+template <typename T, int LPK, int GMAX>
+struct sets_k {
+  cudaError_t launch(dim3 grid, cudaStream_t s, const attention_args& a, const sets_args& sets) const {
+    const size_t smem = smem_bytes<T, LPK>(a.head_dim, GMAX);
+    const cudaError_t e = cudaFuncSetAttribute(attention_sets_kernel<T, LPK, GMAX>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+    if (e != cudaSuccess) return e;
+    attention_sets_kernel<T, LPK, GMAX><<<grid, k_threads, smem, s>>>(a, sets);
+    return cudaGetLastError();
+  }
+};
+
+int32_t heads_per_block(const attention_args& a) { return std::min(a.n_heads / a.n_kv_heads, 8); }
+int32_t head_groups(const attention_args& a) {
+  const int32_t hpb = heads_per_block(a);
+  return (a.n_heads / a.n_kv_heads + hpb - 1) / hpb;
+}
+
+// Blocks of the split kernel one SM holds for these shapes (cached per kernel and head_dim).
+template <typename T, int LPK, int GMAX>
+int32_t resident_blocks(int32_t head_dim) {
+  static std::atomic<int64_t> cached{0};  // head_dim << 32 | blocks
+  const int64_t c = cached.load(std::memory_order_relaxed);
+  if (c >> 32 == head_dim && (c & 0xFFFFFFFF) > 0) return static_cast<int32_t>(c & 0xFFFFFFFF);
+  const size_t smem = smem_bytes<T, LPK>(head_dim, GMAX);
+  int n = 0;
+  if (cudaFuncSetAttribute(attention_split_kernel<T, LPK, GMAX>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_split_kernel<T, LPK, GMAX>, k_threads,
+                                                    smem) != cudaSuccess ||
+      n < 1) {
+    cudaGetLastError();
+    n = 2;
+  }
+  cached.store(static_cast<int64_t>(head_dim) << 32 | n, std::memory_order_relaxed);
+  return n;
+}
+
+template <typename T, int LPK, int GMAX>
+struct occupancy_k {
+  int32_t blocks(int32_t head_dim) const { return resident_blocks<T, LPK, GMAX>(head_dim); }
+};
+
+// Whether the tensor-core kernel takes these shapes (else the CUDA-core one does).
+bool mma_supported(const attention_args& a) {
+  return (a.kv_type == etype::f16 || a.kv_type == etype::bf16) && (a.head_dim == 64 || a.head_dim == 128) &&
+         a.n_heads / a.n_kv_heads <= 16;
+}
+
+// Runs f with the tensor-core kernel's cache type and head dim.
+template <typename F>
+cudaError_t with_mma(const attention_args& a, F&& f) {
+  return with_kv_type(a.kv_type, [&](auto t) -> cudaError_t {
+    using T = decltype(t);
+    if constexpr (sizeof(typename T::storage) == 2) {
+      if (a.head_dim == 64) return f(T{}, std::integral_constant<int, 64>{});
+      return f(T{}, std::integral_constant<int, 128>{});
+    }
+    return cudaErrorInvalidValue;
+  });
+}
+
+template <typename T, int HD>
+cudaError_t prepare_mma() {
+  using C = mma_decode<T::code == etype::bf16, HD>;
+  return cudaFuncSetAttribute(attention_mma_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(C::smem));
+}
+
+// Blocks of the tensor-core kernel one SM holds (cached per instantiation).
+template <typename T, int HD>
+int32_t mma_resident_blocks() {
+  static std::atomic<int32_t> cached{0};
+  int32_t n = cached.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  int got = 0;
+  if (prepare_mma<T, HD>() != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&got, attention_mma_kernel<T, HD>, k_threads,
+                                                    mma_decode<T::code == etype::bf16, HD>::smem) != cudaSuccess ||
+      got < 1) {
+    cudaGetLastError();
+    got = 1;
+  }
+  cached.store(got, std::memory_order_relaxed);
+  return got;
+}
+
+// Splits per (row, KV head, head group): as many blocks as the GPU holds at once (one even
+// wave), at least 128 keys each; one split when the merges would not fit their counters.
+int32_t split_count(const attention_args& a, int32_t n_sms) {
+  const bool mma = mma_supported(a);
+  const int64_t blocks = static_cast<int64_t>(a.n_kv_heads) * (mma ? 1 : head_groups(a)) * a.n;
+  if (blocks > MAX_COUNTERS) return 1;
+  int32_t per_sm = 2;
+  if (mma) {
+    with_mma(a, [&](auto t, auto hd) -> cudaError_t {
+      per_sm = mma_resident_blocks<decltype(t), decltype(hd)::value>();
+      return cudaSuccess;
+    });
+  } else {
+    dispatch<occupancy_k, 8>(a, heads_per_block(a), [&](auto k) -> cudaError_t {
+      per_sm = k.blocks(a.head_dim);
+      return cudaSuccess;
+    });
+  }
+  const int64_t wave = static_cast<int64_t>(per_sm) * n_sms;
+  const int64_t want = std::max<int64_t>(1, wave / blocks);
+  const int64_t by_len = std::max<int64_t>(1, a.kv_bound / 128);
+  return static_cast<int32_t>(std::min<int64_t>({want, by_len, MAX_SPLITS}));
+}
+
+}  // namespace
+
+// In attention_prefill.cu: the tensor-core path for many rows, when it takes these shapes.
+bool flash_supported(const attention_args& a);
+cudaError_t launch_flash_attention(const attention_args& a, cudaStream_t s);
+
+// MAX_COUNTERS merge counters first (zero when the workspace is made, and every merging block
+// resets its own, so they are zero between launches whatever shapes used the rest), then the
+// partials [n][n_heads][n_splits][head_dim + 1] floats.
+size_t attention_workspace_bytes(const attention_args& a, int32_t n_sms) {
+  if (flash_supported(a)) return 0;
+  const int32_t n_splits = split_count(a, n_sms);
+  if (n_splits == 1) return 0;
+  return MAX_COUNTERS * sizeof(int32_t) +
+         static_cast<size_t>(a.n) * a.n_heads * n_splits * (a.head_dim + 1) * sizeof(float);
+}
+
+cudaError_t launch_attention(const attention_args& a, void* work, int32_t n_sms, cudaStream_t s) {
+  if (a.n <= 0) return cudaSuccess;
+  if (a.head_dim % 8 != 0 || a.head_dim > 256 || a.n_heads % a.n_kv_heads != 0)
+    return cudaErrorInvalidValue;
+  if (flash_supported(a)) return launch_flash_attention(a, s);
+  const int32_t hpb = heads_per_block(a), groups = head_groups(a);
+  const int32_t n_splits = split_count(a, n_sms);
+  if (n_splits > 1 && !work) return cudaErrorInvalidValue;
+  int32_t* counters = static_cast<int32_t*>(work);
+  float* po = work ? reinterpret_cast<float*>(counters + MAX_COUNTERS) : nullptr;
+  float* pl = po ? po + static_cast<size_t>(a.n) * a.n_heads * n_splits * a.head_dim : nullptr;
+  if (mma_supported(a)) {
+    const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(a.n_kv_heads), static_cast<unsigned>(a.n));
+    return with_mma(a, [&](auto t, auto hd) -> cudaError_t {
+      using T = decltype(t);
+      constexpr int HD = decltype(hd)::value;
+      const cudaError_t e = prepare_mma<T, HD>();
+      if (e != cudaSuccess) return e;
+      attention_mma_kernel<T, HD><<<grid, k_threads, mma_decode<T::code == etype::bf16, HD>::smem, s>>>(
+          a, n_splits, po, pl, counters);
+      return cudaGetLastError();
+    });
+  }
+  const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(a.n_kv_heads * groups),
+                  static_cast<unsigned>(a.n));
+  return dispatch<split_k, 8>(a, hpb, [&](auto k) -> cudaError_t {
+    return k.launch(grid, s, a, n_splits, groups, po, pl, counters);
+  });
+}
+
+cudaError_t launch_attention_mass(const attention_args& a, const float* row_weights, float* mass,
+                                  int64_t n_keys, cudaStream_t s) {
+  if (n_keys <= 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(ceil_div(n_keys, 128)), static_cast<unsigned>(a.n_heads));
+  return with_kv_type(a.kv_type, [&](auto t) {
+    attention_mass_kernel<decltype(t)><<<grid, 128, 0, s>>>(a, row_weights, mass, n_keys);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets, cudaStream_t s) {
+  if (sets.items <= 0) return cudaSuccess;
+  if (a.head_dim % 8 != 0 || a.head_dim > 256) return cudaErrorInvalidValue;
+  return dispatch<sets_k, 1>(a, 1, [&](auto k) -> cudaError_t {
+    return k.launch(dim3(static_cast<unsigned>(sets.items)), s, a, sets);
+  });
+}
+
+cudaError_t launch_probe_keys(const attention_args& a, const sets_args& sets, float* scores,
+                              float* vnorm2, cudaStream_t s) {
+  if (sets.items <= 0 || sets.largest <= 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(ceil_div(sets.largest, 128)), static_cast<unsigned>(sets.items));
+  return with_kv_type(a.kv_type, [&](auto t) {
+    probe_keys_kernel<decltype(t)><<<grid, 128, 0, s>>>(a, sets, scores, vnorm2);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace sa::cuda

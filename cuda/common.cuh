@@ -1,0 +1,150 @@
+// Device helpers shared by the kernels: element conversions, vector loads, warp reductions.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "launchers.h"
+
+namespace sa::cuda {
+
+constexpr int k_warp = 32;
+
+// ---- element types of K/V caches and activations ------------------------------------------
+// kv_f32 / kv_f16 / kv_bf16: the storage type of a cache element, with its conversions.
+struct kv_f32 {
+  using storage = float;
+  static constexpr etype code = etype::f32;
+  static __device__ __forceinline__ float load(const storage* p) { return *p; }
+  static __device__ __forceinline__ storage from(float x) { return x; }
+};
+struct kv_f16 {
+  using storage = __half;
+  static constexpr etype code = etype::f16;
+  static __device__ __forceinline__ float load(const storage* p) { return __half2float(*p); }
+  static __device__ __forceinline__ storage from(float x) { return __float2half_rn(x); }
+};
+struct kv_bf16 {
+  using storage = __nv_bfloat16;
+  static constexpr etype code = etype::bf16;
+  static __device__ __forceinline__ float load(const storage* p) { return __bfloat162float(*p); }
+  static __device__ __forceinline__ storage from(float x) { return __float2bfloat16_rn(x); }
+};
+
+// The raw 16 (f16/bf16) or 32 (f32) bytes of eight elements, for loads issued ahead of use.
+template <typename T>
+struct raw8 {
+  uint4 a, b;  // b unused unless T is f32
+};
+template <typename T>
+__device__ __forceinline__ raw8<T> fetch8(const typename T::storage* p) {
+  raw8<T> r;
+  r.a = __ldg(reinterpret_cast<const uint4*>(p));
+  if constexpr (sizeof(typename T::storage) == 4)
+    r.b = __ldg(reinterpret_cast<const uint4*>(p) + 1);
+  else
+    r.b = make_uint4(0, 0, 0, 0);
+  return r;
+}
+template <typename T>
+__device__ __forceinline__ void unpack8(const raw8<T>& r, float (&out)[8]) {
+  if constexpr (sizeof(typename T::storage) == 4) {
+    out[0] = __uint_as_float(r.a.x), out[1] = __uint_as_float(r.a.y);
+    out[2] = __uint_as_float(r.a.z), out[3] = __uint_as_float(r.a.w);
+    out[4] = __uint_as_float(r.b.x), out[5] = __uint_as_float(r.b.y);
+    out[6] = __uint_as_float(r.b.z), out[7] = __uint_as_float(r.b.w);
+  } else if constexpr (T::code == etype::bf16) {
+    const uint32_t w[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(w[i] << 16);
+      out[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+  } else {
+    const __half2* h = reinterpret_cast<const __half2*>(&r.a);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(h[i]);
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
+}
+
+// ---- reductions ----------------------------------------------------------------------------
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+// Sum over aligned groups of `width` lanes (a power of two <= 32); every lane gets its group's.
+template <int WIDTH>
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int o = WIDTH / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Block-wide sum; every thread gets the result. `scratch` holds 32 floats; blockDim.x % 32 == 0.
+__device__ __forceinline__ float block_sum(float x, float* scratch) {
+  const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
+  const int n_warps = blockDim.x / k_warp;
+  x = warp_sum(x);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = lane < n_warps ? scratch[lane] : 0.0f;
+  return warp_sum(x);
+}
+
+// Eight elements of a cache row as floats from global memory (p 16-byte aligned).
+template <typename T>
+__device__ __forceinline__ void load8(const typename T::storage* p, float (&out)[8]) {
+  unpack8<T>(fetch8<T>(p), out);
+}
+// The same from shared memory (plain loads: __ldg reads the global space only).
+template <typename T>
+__device__ __forceinline__ void load8_shared(const typename T::storage* p, float (&out)[8]) {
+  raw8<T> r;
+  r.a = *reinterpret_cast<const uint4*>(p);
+  if constexpr (sizeof(typename T::storage) == 4)
+    r.b = *(reinterpret_cast<const uint4*>(p) + 1);
+  else
+    r.b = make_uint4(0, 0, 0, 0);
+  unpack8<T>(r, out);
+}
+
+// Runs f with the cache element type of a runtime etype.
+template <typename F>
+__host__ cudaError_t with_kv_type(etype t, F&& f) {
+  switch (t) {
+    case etype::f32: return f(kv_f32{});
+    case etype::f16: return f(kv_f16{});
+    case etype::bf16: return f(kv_bf16{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// ---- asynchronous copies into shared memory (sm_80+) -----------------------------------------
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+               "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// ---- misc -----------------------------------------------------------------------------------
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace sa::cuda

@@ -1,0 +1,310 @@
+// Row-wise and element-wise kernels: RMSNorm, RoPE (alone, fused with the KV write, and on
+// gathered cache rows), SwiGLU, adds, KV stores, row moves and the merge of two partials.
+//
+// All are memory-bound and tiny next to the products and attention; they follow the CPU
+// reference's arithmetic closely (RMS in double, RoPE angles in double and the rotation without
+// fused multiply-adds) so the two backends agree to rounding.
+#include "common.cuh"
+
+namespace sa::cuda {
+
+namespace {
+
+constexpr int k_threads = 256;
+
+__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t cols, float eps) {
+  // grid: rows; block: 256. Reads x twice (the second time from L1/L2): 2 * cols * 4 bytes.
+  __shared__ double part[k_threads / k_warp];
+  const float* xr = x + blockIdx.x * cols;
+  float* yr = y + blockIdx.x * cols;
+  double ss = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) ss += static_cast<double>(xr[c]) * xr[c];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % k_warp == 0) part[threadIdx.x / k_warp] = ss;
+  __syncthreads();
+  double total = 0;
+  for (int i = 0; i < k_threads / k_warp; ++i) total += part[i];
+  const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(cols) + eps));
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = __fmul_rn(__fmul_rn(xr[c], inv), w[c]);
+}
+
+// The dims a rotation slot p of a head touches: slot p < n_rot/2 is a rotated pair (a, b);
+// the others pair up the unrotated dims n_rot.. two by two.
+struct rope_slot {
+  int32_t a, b;
+  bool rotate;
+};
+__device__ __forceinline__ rope_slot slot_dims(const rope_desc& r, int32_t p) {
+  const int32_t half = r.n_rot / 2;
+  if (p < half) return r.neox ? rope_slot{p, p + half, true} : rope_slot{2 * p, 2 * p + 1, true};
+  const int32_t d = r.n_rot + 2 * (p - half);
+  return rope_slot{d, d + 1, false};
+}
+
+// cos and sin of pos * inv_freq_i, as the CPU computes them (double, rounded to float).
+__device__ __forceinline__ void angle(const rope_desc& r, int32_t i, int32_t pos, float& c, float& s) {
+  double f = pow(static_cast<double>(r.freq_base), -2.0 * i / r.n_rot) * static_cast<double>(r.freq_scale);
+  if (r.factors) f /= static_cast<double>(r.factors[i]);
+  const double theta = pos * f;
+  c = static_cast<float>(cos(theta));
+  s = static_cast<float>(sin(theta));
+}
+
+// Rotates (x0, x1) by (c, s) with the CPU's rounding (no fused multiply-add).
+__device__ __forceinline__ void rotate(float& x0, float& x1, float c, float s) {
+  const float a = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  const float b = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  x0 = a;
+  x1 = b;
+}
+
+__global__ void rope_kernel(float* x, int64_t n, int32_t n_heads, int32_t head_dim,
+                            const int32_t* positions, rope_desc r) {
+  // one thread per (row, head, slot); x [n][n_heads][head_dim]
+  const int32_t slots = head_dim / 2;
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n * n_heads * slots) return;
+  const int32_t p = static_cast<int32_t>(t % slots);
+  const int64_t rh = t / slots;  // row * n_heads + head
+  const rope_slot d = slot_dims(r, p);
+  if (!d.rotate) return;
+  float c, s;
+  angle(r, p, positions[rh / n_heads], c, s);
+  float* v = x + rh * head_dim;
+  float x0 = v[d.a], x1 = v[d.b];
+  rotate(x0, x1, c, s);
+  v[d.a] = x0;
+  v[d.b] = x1;
+}
+
+template <typename T>
+__global__ void rope_store_kv_kernel(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
+                                     int32_t n_kv, int32_t head_dim, const int32_t* positions,
+                                     rope_desc r, typename T::storage* kc, typename T::storage* vc,
+                                     int64_t capacity, const int32_t* slots) {
+  // one thread per (row, head of q or kv, slot): q heads are rotated in place; kv heads rotate
+  // k (in place, and into the cache at slots[row]) and copy v's same two dims into its cache.
+  const int32_t n_slots = head_dim / 2;
+  const int32_t heads = n_heads + n_kv;
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n * heads * n_slots) return;
+  const int32_t p = static_cast<int32_t>(t % n_slots);
+  const int32_t h = static_cast<int32_t>((t / n_slots) % heads);
+  const int64_t row = t / (static_cast<int64_t>(n_slots) * heads);
+  const rope_slot d = slot_dims(r, p);
+  float c = 1.0f, s = 0.0f;
+  if (d.rotate) angle(r, p, positions[row], c, s);
+  if (h < n_heads) {
+    if (!d.rotate) return;
+    float* qv = q + (row * n_heads + h) * head_dim;
+    float x0 = qv[d.a], x1 = qv[d.b];
+    rotate(x0, x1, c, s);
+    qv[d.a] = x0;
+    qv[d.b] = x1;
+    return;
+  }
+  const int32_t g = h - n_heads;
+  float* kv = k + (row * n_kv + g) * head_dim;
+  float x0 = kv[d.a], x1 = kv[d.b];
+  if (d.rotate) {
+    rotate(x0, x1, c, s);
+    kv[d.a] = x0;
+    kv[d.b] = x1;
+  }
+  const int64_t at = (static_cast<int64_t>(g) * capacity + slots[row]) * head_dim;
+  kc[at + d.a] = T::from(x0);
+  kc[at + d.b] = T::from(x1);
+  const float* vv = v + (row * n_kv + g) * head_dim;
+  vc[at + d.a] = T::from(vv[d.a]);
+  vc[at + d.b] = T::from(vv[d.b]);
+}
+
+template <typename T>
+__global__ void store_kv_kernel(typename T::storage* cache, int64_t capacity, const float* src,
+                                const int32_t* slots, int64_t n, int32_t n_kv, int32_t head_dim) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n * n_kv * head_dim) return;
+  const int32_t d = static_cast<int32_t>(t % head_dim);
+  const int32_t g = static_cast<int32_t>((t / head_dim) % n_kv);
+  const int64_t row = t / (static_cast<int64_t>(head_dim) * n_kv);
+  cache[(static_cast<int64_t>(g) * capacity + slots[row]) * head_dim + d] = T::from(src[t]);
+}
+
+template <typename T>
+__global__ void gather_rope_kernel(const typename T::storage* src, int64_t src_capacity,
+                                   const int32_t* rows, const int32_t* positions, int64_t n,
+                                   int32_t n_kv, int32_t head_dim, rope_desc r,
+                                   typename T::storage* dst, int64_t dst_capacity) {
+  const int32_t n_slots = head_dim / 2;
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n * n_kv * n_slots) return;
+  const int32_t p = static_cast<int32_t>(t % n_slots);
+  const int32_t g = static_cast<int32_t>((t / n_slots) % n_kv);
+  const int64_t j = t / (static_cast<int64_t>(n_slots) * n_kv);
+  const rope_slot d = slot_dims(r, p);
+  const typename T::storage* in = src + (g * src_capacity + rows[j]) * head_dim;
+  float x0 = T::load(in + d.a), x1 = T::load(in + d.b);
+  if (d.rotate) {
+    float c, s;
+    angle(r, p, positions[j], c, s);
+    rotate(x0, x1, c, s);
+  }
+  typename T::storage* out = dst + (g * dst_capacity + j) * head_dim;
+  out[d.a] = T::from(x0);
+  out[d.b] = T::from(x1);
+}
+
+__global__ void move_rows_kernel(uint8_t* cache, int64_t row_bytes, int64_t capacity,
+                                 const int32_t* moves, int64_t n) {
+  // grid: heads; each block applies its head's moves in order (a later move may read a row an
+  // earlier one wrote). Thread t always copies the same byte offsets of a row, so program order
+  // alone orders a write and a later read of the same bytes: no barrier is needed.
+  const int32_t head = blockIdx.x;
+  for (int64_t i = 0; i < n; ++i) {
+    if (moves[3 * i] != head) continue;
+    const uint8_t* src = cache + (head * capacity + moves[3 * i + 1]) * row_bytes;
+    uint8_t* dst = cache + (head * capacity + moves[3 * i + 2]) * row_bytes;
+    for (int64_t b = threadIdx.x; b < row_bytes; b += blockDim.x) dst[b] = src[b];
+  }
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i];
+  out[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+__global__ void add_kernel(float* a, const float* b, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) a[i] += b[i];
+}
+
+__global__ void add_bias_kernel(float* y, const float* b, int64_t rows, int64_t cols) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < rows * cols) y[i] += b[i % cols];
+}
+
+__global__ void merge_kernel(float* out, float* lse, const float* out_b, const float* lse_b,
+                             int64_t items, int32_t head_dim) {
+  const int64_t it = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (it >= items) return;
+  const float a = lse[it], b = lse_b[it];
+  if (b == -INFINITY) return;
+  float* o = out + it * head_dim;
+  const float* ob = out_b + it * head_dim;
+  if (a == -INFINITY) {
+    for (int32_t d = 0; d < head_dim; ++d) o[d] = ob[d];
+    lse[it] = b;
+    return;
+  }
+  const float m = fmaxf(a, b);
+  const float wa = expf(a - m), wb = expf(b - m);
+  const float inv = 1.0f / (wa + wb);
+  for (int32_t d = 0; d < head_dim; ++d) o[d] = (wa * o[d] + wb * ob[d]) * inv;
+  lse[it] = m + logf(wa + wb);
+}
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>(ceil_div(n, k_threads)); }
+
+}  // namespace
+
+cudaError_t kernel_image_status() {
+  cudaFuncAttributes attr{};
+  return cudaFuncGetAttributes(&attr, rmsnorm_kernel);
+}
+
+cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols,
+                           float eps, cudaStream_t s) {
+  if (rows <= 0) return cudaSuccess;
+  rmsnorm_kernel<<<static_cast<unsigned>(rows), k_threads, 0, s>>>(x, w, y, cols, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope(float* x, int64_t n, int32_t n_heads, int32_t head_dim,
+                        const int32_t* positions, const rope_desc& r, cudaStream_t s) {
+  const int64_t total = n * n_heads * (head_dim / 2);
+  if (total <= 0) return cudaSuccess;
+  rope_kernel<<<blocks_for(total), k_threads, 0, s>>>(x, n, n_heads, head_dim, positions, r);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope_store_kv(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
+                                 int32_t n_kv_heads, int32_t head_dim, const int32_t* positions,
+                                 const rope_desc& r, void* k_cache, void* v_cache, etype kv_type,
+                                 int64_t capacity, const int32_t* slots, cudaStream_t s) {
+  const int64_t total = n * (n_heads + n_kv_heads) * (head_dim / 2);
+  if (total <= 0) return cudaSuccess;
+  return with_kv_type(kv_type, [&](auto t) {
+    using T = decltype(t);
+    rope_store_kv_kernel<T><<<blocks_for(total), k_threads, 0, s>>>(
+        q, k, v, n, n_heads, n_kv_heads, head_dim, positions, r,
+        static_cast<typename T::storage*>(k_cache), static_cast<typename T::storage*>(v_cache),
+        capacity, slots);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_store_kv(void* cache, etype kv_type, int64_t capacity, const float* src,
+                            const int32_t* slots, int64_t n, int32_t n_kv_heads, int32_t head_dim,
+                            cudaStream_t s) {
+  const int64_t total = n * n_kv_heads * head_dim;
+  if (total <= 0) return cudaSuccess;
+  return with_kv_type(kv_type, [&](auto t) {
+    using T = decltype(t);
+    store_kv_kernel<T><<<blocks_for(total), k_threads, 0, s>>>(
+        static_cast<typename T::storage*>(cache), capacity, src, slots, n, n_kv_heads, head_dim);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_gather_rope(const void* src, etype kv_type, int64_t src_capacity,
+                               const int32_t* rows, const int32_t* positions, int64_t n,
+                               int32_t n_kv_heads, int32_t head_dim, const rope_desc& r, void* dst,
+                               int64_t dst_capacity, cudaStream_t s) {
+  const int64_t total = n * n_kv_heads * (head_dim / 2);
+  if (total <= 0) return cudaSuccess;
+  return with_kv_type(kv_type, [&](auto t) {
+    using T = decltype(t);
+    gather_rope_kernel<T><<<blocks_for(total), k_threads, 0, s>>>(
+        static_cast<const typename T::storage*>(src), src_capacity, rows, positions, n, n_kv_heads,
+        head_dim, r, static_cast<typename T::storage*>(dst), dst_capacity);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_move_rows(void* cache, int64_t row_bytes, int64_t capacity, int32_t n_heads,
+                             const int32_t* moves, int64_t n, cudaStream_t s) {
+  if (n <= 0 || n_heads <= 0) return cudaSuccess;
+  move_rows_kernel<<<static_cast<unsigned>(n_heads), 128, 0, s>>>(static_cast<uint8_t*>(cache),
+                                                                   row_bytes, capacity, moves, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  swiglu_kernel<<<blocks_for(n), k_threads, 0, s>>>(gate, up, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add(float* a, const float* b, int64_t n, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  add_kernel<<<blocks_for(n), k_threads, 0, s>>>(a, b, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add_bias(float* y, const float* b, int64_t rows, int64_t cols, cudaStream_t s) {
+  if (rows * cols <= 0) return cudaSuccess;
+  add_bias_kernel<<<blocks_for(rows * cols), k_threads, 0, s>>>(y, b, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_merge_attention(float* out, float* lse, const float* out_b, const float* lse_b,
+                                   int64_t items, int32_t head_dim, cudaStream_t s) {
+  if (items <= 0) return cudaSuccess;
+  merge_kernel<<<blocks_for(items), k_threads, 0, s>>>(out, lse, out_b, lse_b, items, head_dim);
+  return cudaGetLastError();
+}
+
+}  // namespace sa::cuda

@@ -1,0 +1,176 @@
+// The kernels' host entry points: plain C++ over raw device pointers, callable from the host
+// side of the CUDA backend (sdk/backend/cuda/), which checks shapes and owns every buffer.
+// Each launcher enqueues its kernels on `stream` and returns the launch status; none
+// allocates, synchronizes or throws, so every one may be recorded into a CUDA graph.
+//
+// Layouts are row-major; shapes are written [outer]...[inner]. Metadata (ids, positions,
+// slots, lengths) is i32 in device memory.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+namespace sa::cuda {
+
+// ---- element and weight types ------------------------------------------------------------
+// Codes shared with the host (values are the ggml type ids, as sa::dtype).
+enum class etype : uint32_t { f32 = 0, f16 = 1, q4_0 = 2, q8_0 = 8, q4_k = 12, q6_k = 14, bf16 = 30 };
+
+// A weight matrix [rows][cols] in device memory, in the backend's layout. Float types and Q4_K
+// keep the file's layout (Q4_K's 144-byte blocks are 16-byte aligned); Q8_0, Q4_0 and Q6_K are
+// split into planes so that every load is 16-byte aligned:
+//   q8_0  qs [rows][cols] i8 | d [rows][cols/32] f16
+//   q4_0  qs [rows][cols/2] u8 (per 32-block: byte j = element j | element j+16 << 4)
+//         | d [rows][cols/32] f16
+//   q6_k  ql [rows][cols/2] | qh [rows][cols/4] | sc [rows][cols/16] i8 | d [rows][cols/256] f16
+//         (per 256-block the bytes of the file's ql[128], qh[64], scales[16], d)
+// Each plane starts at a multiple of 256 bytes from the weight's base.
+struct weight_planes {
+  size_t offset[4] = {0, 0, 0, 0};  // plane starts from the base
+  size_t bytes = 0;                 // total
+};
+weight_planes planes_of(etype type, int64_t cols, int64_t rows);
+
+struct weight_ref {
+  const uint8_t* base = nullptr;
+  etype type = etype::f32;
+  int64_t cols = 0, rows = 0;
+};
+
+// ---- RoPE --------------------------------------------------------------------------------
+struct rope_desc {
+  int32_t neox = 0;            // 0: adjacent pairs (2i, 2i+1); 1: (i, i + n_rot/2)
+  int32_t n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  const float* factors = nullptr;  // [n_rot/2] or null
+};
+
+// cudaSuccess when this build's kernels have machine code (or PTX) for the current device.
+cudaError_t kernel_image_status();
+
+// ---- element-wise (elementwise.cu) -----------------------------------------------------------
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w; x, y [rows][cols] (may alias); w [cols].
+cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols,
+                           float eps, cudaStream_t s);
+// x [n][n_heads][head_dim] rotated in place to positions[i].
+cudaError_t launch_rope(float* x, int64_t n, int32_t n_heads, int32_t head_dim,
+                        const int32_t* positions, const rope_desc& r, cudaStream_t s);
+cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s);
+cudaError_t launch_add(float* a, const float* b, int64_t n, cudaStream_t s);
+cudaError_t launch_add_bias(float* y, const float* b, int64_t rows, int64_t cols, cudaStream_t s);
+// cache [n_kv_heads][capacity][head_dim] of kv_type (f32/f16/bf16) <- src [n][n_kv_heads][head_dim]
+// f32 at slots[i].
+cudaError_t launch_store_kv(void* cache, etype kv_type, int64_t capacity, const float* src,
+                            const int32_t* slots, int64_t n, int32_t n_kv_heads, int32_t head_dim,
+                            cudaStream_t s);
+// rope(q), rope(k) in place, then k and v stored at slots (one kernel).
+cudaError_t launch_rope_store_kv(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
+                                 int32_t n_kv_heads, int32_t head_dim, const int32_t* positions,
+                                 const rope_desc& r, void* k_cache, void* v_cache, etype kv_type,
+                                 int64_t capacity, const int32_t* slots, cudaStream_t s);
+// dst[g][j] = rope(src[g][rows[j]], positions[j]), j < n; both caches of kv_type.
+cudaError_t launch_gather_rope(const void* src, etype kv_type, int64_t src_capacity,
+                               const int32_t* rows, const int32_t* positions, int64_t n,
+                               int32_t n_kv_heads, int32_t head_dim, const rope_desc& r, void* dst,
+                               int64_t dst_capacity, cudaStream_t s);
+// Row copies (head, src, dst) in order, per head; rows of row_bytes bytes.
+cudaError_t launch_move_rows(void* cache, int64_t row_bytes, int64_t capacity, int32_t n_heads,
+                             const int32_t* moves, int64_t n, cudaStream_t s);
+// (out, lse) merged with (out_b, lse_b); items = rows * heads.
+cudaError_t launch_merge_attention(float* out, float* lse, const float* out_b, const float* lse_b,
+                                   int64_t items, int32_t head_dim, cudaStream_t s);
+
+// ---- embedding (embed.cu) --------------------------------------------------------------------
+// out[i][:] = row ids[i] of table [n_vocab][d], dequantized exactly as the CPU does.
+cudaError_t launch_embed(const weight_ref& table, const int32_t* ids, int64_t n, float* out,
+                         cudaStream_t s);
+// A weight in the file's layout -> the backend's (host side, for uploads): see weight_planes.
+void repack_weight(etype type, const uint8_t* file, int64_t cols, int64_t rows, uint8_t* out);
+
+// ---- products (gemv_quant.cu, gemm_mma.cu) -----------------------------------------------------
+enum class epilogue : int32_t {
+  store = 0,       // y = x w^T
+  accumulate = 1,  // y += x w^T
+  swiglu = 2,      // y = silu(x gate^T) * (x up^T): tasks come in (gate, up) pairs
+};
+// Up to three products of one input x [n][n_in]: y_t [n][rows_t] = x w_t^T.
+struct product_task {
+  weight_ref w;
+  float* y = nullptr;
+};
+// Few rows (n <= 8): f32 matrix-vector products that dequantize in registers.
+cudaError_t launch_gemv(const product_task* tasks, int32_t n_tasks, const float* x, int64_t n,
+                        epilogue ep, cudaStream_t s);
+// Many rows: tensor cores (f16 operands, f32 accumulation). xh: scratch for x as f16, room for
+// [n][n_in] halves.
+cudaError_t launch_gemm(const product_task* tasks, int32_t n_tasks, const float* x, int64_t n,
+                        epilogue ep, void* xh, cudaStream_t s);
+// Whether the fast kernels take this weight (else the generic fallback does).
+bool gemv_supported(const weight_ref& w);
+bool gemm_supported(const weight_ref& w);
+// The generic fallback: any type and shape, f32 arithmetic.
+cudaError_t launch_matmul_generic(const product_task* tasks, int32_t n_tasks, const float* x,
+                                  int64_t n, epilogue ep, cudaStream_t s);
+
+// ---- attention (attention_decode.cu, attention_prefill.cu, attention_sets.cu) ----------------
+struct attention_args {
+  const float* q = nullptr;       // [n][n_heads][head_dim]
+  const void* k = nullptr;        // [n_kv_heads][k_capacity][head_dim] of kv_type
+  const void* v = nullptr;        // [n_kv_heads][v_capacity][head_dim] of kv_type
+  const int32_t* v_rows = nullptr;  // [n_keys] value row of key j, or null: row j
+  const int32_t* kv_len = nullptr;  // [n] keys row i attends: [0, kv_len[i])
+  etype kv_type = etype::f16;
+  int64_t n = 0, k_capacity = 0, v_capacity = 0;
+  int32_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int64_t kv_bound = 0;           // >= every kv_len: shapes the launch
+  float scale = 1.0f;
+  float* out = nullptr;           // [n][n_heads][head_dim]
+  float* lse = nullptr;           // [n][n_heads]
+};
+// Bytes of scratch launch_attention needs for these shapes (split-KV partials).
+size_t attention_workspace_bytes(const attention_args& a, int32_t n_sms);
+// Dense attention with log-sum-exp: split-KV for few rows (GQA: each KV byte read once per
+// group), flash attention on tensor cores for many rows. work: attention_workspace_bytes.
+cudaError_t launch_attention(const attention_args& a, void* work, int32_t n_sms, cudaStream_t s);
+// mass[h][j] = sum_i w[i] * exp(scale q[i][h].k_j - lse[i][h]) over rows that see key j.
+cudaError_t launch_attention_mass(const attention_args& a, const float* row_weights, float* mass,
+                                  int64_t n_keys, cudaStream_t s);
+
+struct sets_args {
+  const int32_t* offsets = nullptr;      // [items + 1]
+  const int32_t* slots = nullptr;        // [total]
+  const float* log_weights = nullptr;    // [total] or null
+  int64_t items = 0, largest = 0;
+};
+// Partial attention over key sets (values at the keys' rows).
+cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets, cudaStream_t s);
+// scores[j] = scale q.k_j, vnorm2[j] = |v_j|^2 of every listed key.
+cudaError_t launch_probe_keys(const attention_args& a, const sets_args& sets, float* scores,
+                              float* vnorm2, cudaStream_t s);
+
+// ---- pages (pages.cu) ------------------------------------------------------------------------
+cudaError_t launch_summarize_pages(const void* k, etype kv_type, int64_t capacity, int32_t n_kv_heads,
+                                   int32_t head_dim, int32_t page_size, int64_t n_keys,
+                                   int64_t first_page, int64_t n_pages, float* summaries,
+                                   int64_t pages_capacity, cudaStream_t s);
+cudaError_t launch_page_scores(const float* q, const float* summaries, int64_t pages_capacity,
+                               int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                               int64_t n_pages, bool group_mean, float* scores, cudaStream_t s);
+
+// ---- sampling (sampling.cu) -------------------------------------------------------------------
+struct sample_args {
+  const float* logits = nullptr;  // [n_vocab]
+  int32_t n_vocab = 0;
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  const double* uniform = nullptr;  // [1] in device memory
+  int32_t* token = nullptr;         // [1]
+};
+// Scratch bytes for sampling n_vocab logits (sorting).
+size_t sample_workspace_bytes(int32_t n_vocab);
+cudaError_t launch_sample(const sample_args& a, void* work, size_t work_bytes, cudaStream_t s);
+
+}  // namespace sa::cuda

@@ -1,0 +1,404 @@
+// Weight formats on the device (layouts in launchers.h): how each kernel reads them.
+//
+//   dequant_one   one element, with the CPU reference's exact arithmetic (embedding rows)
+//   wchunk<...>   a lane's 16-byte chunk for matrix-vector products: fetch (loads issued early),
+//                 then dot with x in f32
+//   tile16        16 consecutive elements of a row as f16, for tensor-core product tiles
+#pragma once
+
+#include "common.cuh"
+
+namespace sa::cuda {
+
+// Base pointers of a weight's planes and the bytes one row takes in each (computed on the host,
+// so that no kernel divides by the width in its inner loop).
+struct wview {
+  const uint8_t* p0;
+  const uint8_t* p1;
+  const uint8_t* p2;
+  const uint8_t* p3;
+  int64_t cols;
+  int64_t s0, s1, s2, s3;  // row strides in bytes
+};
+inline wview view_of(const weight_ref& w) {
+  const weight_planes pl = planes_of(w.type, w.cols, w.rows);
+  wview v{w.base + pl.offset[0], w.base + pl.offset[1], w.base + pl.offset[2],
+          w.base + pl.offset[3], w.cols, 0, 0, 0, 0};
+  const int64_t c = w.cols;
+  switch (w.type) {
+    case etype::f32: v.s0 = c * 4; break;
+    case etype::f16:
+    case etype::bf16: v.s0 = c * 2; break;
+    case etype::q8_0: v.s0 = c, v.s1 = c / 32 * 2; break;
+    case etype::q4_0: v.s0 = c / 2, v.s1 = c / 32 * 2; break;
+    case etype::q4_k: v.s0 = c / 256 * 144; break;
+    case etype::q6_k: v.s0 = c / 2, v.s1 = c / 4, v.s2 = c / 16, v.s3 = c / 256 * 2; break;
+  }
+  return v;
+}
+
+__device__ __forceinline__ float half_bits(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float bf16_bits(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+
+// Q4_K's six-bit scale and min of sub-block i (0..7) from the 12 packed bytes s.
+__device__ __forceinline__ void q4k_scale_min(const uint8_t* s, int i, int& sc, int& m) {
+  if (i < 4) {
+    sc = s[i] & 63;
+    m = s[i + 4] & 63;
+  } else {
+    sc = (s[i + 4] & 0xF) | ((s[i - 4] >> 6) << 4);
+    m = (s[i + 4] >> 4) | ((s[i] >> 6) << 4);
+  }
+}
+
+// The same from the 12 scale bytes held in three registers (bytes 4..15 of a block's head), so
+// that a run-time index does not send the head to local memory.
+__device__ __forceinline__ uint32_t byte_of(uint32_t w0, uint32_t w1, uint32_t w2, int k) {
+  return ((k < 4 ? w0 : k < 8 ? w1 : w2) >> (8 * (k & 3))) & 0xFFu;
+}
+__device__ __forceinline__ void q4k_scale_min(const uint4& head, int i, int& sc, int& m) {
+  const uint32_t w0 = head.y, w1 = head.z, w2 = head.w;
+  if (i < 4) {
+    sc = static_cast<int>(byte_of(w0, w1, w2, i) & 63);
+    m = static_cast<int>(byte_of(w0, w1, w2, i + 4) & 63);
+  } else {
+    sc = static_cast<int>((byte_of(w0, w1, w2, i + 4) & 0xF) | ((byte_of(w0, w1, w2, i - 4) >> 6) << 4));
+    m = static_cast<int>((byte_of(w0, w1, w2, i + 4) >> 4) | ((byte_of(w0, w1, w2, i) >> 6) << 4));
+  }
+}
+__device__ __forceinline__ float head_half(const uint4& head, bool second) {
+  return half_bits(static_cast<uint16_t>(second ? head.x >> 16 : head.x & 0xFFFFu));
+}
+
+// ---- one element, exactly as the CPU dequantizes it -------------------------------------------
+__device__ __forceinline__ float dequant_one(etype type, const wview& w, int64_t r, int64_t c) {
+  const int64_t K = w.cols;
+  switch (type) {
+    case etype::f32: return reinterpret_cast<const float*>(w.p0)[r * K + c];
+    case etype::f16: return half_bits(reinterpret_cast<const uint16_t*>(w.p0)[r * K + c]);
+    case etype::bf16: return bf16_bits(reinterpret_cast<const uint16_t*>(w.p0)[r * K + c]);
+    case etype::q8_0: {
+      const float d = half_bits(reinterpret_cast<const uint16_t*>(w.p1 + r * w.s1)[c / 32]);
+      return __fmul_rn(d, static_cast<float>(reinterpret_cast<const int8_t*>(w.p0 + r * w.s0)[c]));
+    }
+    case etype::q4_0: {
+      const float d = half_bits(reinterpret_cast<const uint16_t*>(w.p1 + r * w.s1)[c / 32]);
+      const int j = static_cast<int>(c % 32);
+      const uint8_t b = w.p0[r * w.s0 + (c / 32) * 16 + (j % 16)];
+      const int q = j < 16 ? (b & 0xF) : (b >> 4);
+      return __fmul_rn(d, static_cast<float>(q - 8));
+    }
+    case etype::q4_k: {
+      const uint8_t* blk = w.p0 + r * w.s0 + (c / 256) * 144;
+      const int e = static_cast<int>(c % 256), cc = e / 64, hi = (e % 64) / 32, l = e % 32;
+      const float d = half_bits(*reinterpret_cast<const uint16_t*>(blk));
+      const float dmin = half_bits(*reinterpret_cast<const uint16_t*>(blk + 2));
+      int sc, m;
+      q4k_scale_min(blk + 4, 2 * cc + hi, sc, m);
+      const uint8_t b = blk[16 + 32 * cc + l];
+      const int q = hi ? (b >> 4) : (b & 0xF);
+      return __fsub_rn(__fmul_rn(__fmul_rn(d, static_cast<float>(sc)), static_cast<float>(q)),
+                       __fmul_rn(dmin, static_cast<float>(m)));
+    }
+    case etype::q6_k: {
+      const int64_t b = c / 256;  // block within the row
+      const int e = static_cast<int>(c % 256), h = e / 128, g = (e % 128) / 32, l = e % 32;
+      const uint8_t ql = w.p0[r * w.s0 + b * 128 + 64 * h + 32 * (g & 1) + l];
+      const uint8_t qh = w.p1[r * w.s1 + b * 64 + 32 * h + l];
+      const int q = (g < 2 ? (ql & 0xF) : (ql >> 4)) | (((qh >> (2 * g)) & 3) << 4);
+      const int8_t sc = reinterpret_cast<const int8_t*>(w.p2 + r * w.s2)[b * 16 + 8 * h + l / 16 + 2 * g];
+      const float d = half_bits(reinterpret_cast<const uint16_t*>(w.p3 + r * w.s3)[b]);
+      return __fmul_rn(__fmul_rn(d, static_cast<float>(sc)), static_cast<float>(q - 32));
+    }
+  }
+  return 0.0f;
+}
+
+// ---- lane chunks for matrix-vector products ---------------------------------------------------
+// Each format: E elements per chunk (one 16-byte load of quants, plus scales). fetch() loads
+// chunk c of row r; load_x() the matching inputs (once, for every row that shares them); dot()
+// gives the chunk's contribution sum_k w[r][k] x[k] in f32.
+
+__device__ __forceinline__ float4 ldx4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ float sum4(float4 x) { return (x.x + x.y) + (x.z + x.w); }
+
+// Byte i of w (a value 0..255) as a float, at full rate: placed in the mantissa of 2^23, whose
+// bits are 0x4B000000, then 2^23 subtracted (an integer conversion instruction runs at a
+// quarter of the rate of this move and add). `bias` adds an offset: the float is byte - bias.
+template <int I>
+__device__ __forceinline__ float byte_as_float(uint32_t w, float bias) {
+  return __int_as_float(__byte_perm(w, 0x4B000000u, 0x7650u + I)) - (8388608.0f + bias);
+}
+// Sum of the 4 bytes of w, each minus `bias`, times 4 floats, added to s.
+__device__ __forceinline__ float dot_bytes(uint32_t w, float bias, float4 x, float s) {
+  s = fmaf(byte_as_float<0>(w, bias), x.x, s);
+  s = fmaf(byte_as_float<1>(w, bias), x.y, s);
+  s = fmaf(byte_as_float<2>(w, bias), x.z, s);
+  return fmaf(byte_as_float<3>(w, bias), x.w, s);
+}
+// Sum of 4 signed bytes of w times 4 floats, added to s (the sign bit flipped: byte + 128).
+__device__ __forceinline__ float dot_i8x4(uint32_t w, float4 x, float s) {
+  return dot_bytes(w ^ 0x80808080u, 128.0f, x, s);
+}
+// Sum of the low (HIGH false) or high nibbles of 4 bytes of w times 4 floats, added to s.
+template <bool HIGH>
+__device__ __forceinline__ float dot_u4x4(uint32_t w, float4 x, float s) {
+  return dot_bytes((HIGH ? w >> 4 : w) & 0x0F0F0F0Fu, 0.0f, x, s);
+}
+
+struct wc_f32 {
+  static constexpr int E = 8;
+  struct raw { uint4 a, b; };
+  struct xs { float4 a, b; };
+  static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
+    const uint4* p = reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + c * E * 4);
+    return raw{__ldg(p), __ldg(p + 1)};
+  }
+  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
+    return xs{ldx4(x + c * E), ldx4(x + c * E + 4)};
+  }
+  static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
+    float s = __uint_as_float(v.a.x) * x.a.x;
+    s = fmaf(__uint_as_float(v.a.y), x.a.y, s);
+    s = fmaf(__uint_as_float(v.a.z), x.a.z, s);
+    s = fmaf(__uint_as_float(v.a.w), x.a.w, s);
+    s = fmaf(__uint_as_float(v.b.x), x.b.x, s);
+    s = fmaf(__uint_as_float(v.b.y), x.b.y, s);
+    s = fmaf(__uint_as_float(v.b.z), x.b.z, s);
+    return fmaf(__uint_as_float(v.b.w), x.b.w, s);
+  }
+};
+
+template <bool BF16>
+struct wc_half {
+  static constexpr int E = 8;
+  struct raw { uint4 a; };
+  struct xs { float4 a, b; };
+  static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
+    return raw{__ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + c * E * 2))};
+  }
+  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
+    return xs{ldx4(x + c * E), ldx4(x + c * E + 4)};
+  }
+  static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
+    const float xv[8] = {x.a.x, x.a.y, x.a.z, x.a.w, x.b.x, x.b.y, x.b.z, x.b.w};
+    const uint32_t u[4] = {v.a.x, v.a.y, v.a.z, v.a.w};
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float lo, hi;
+      if constexpr (BF16) {
+        lo = __uint_as_float(u[i] << 16);
+        hi = __uint_as_float(u[i] & 0xFFFF0000u);
+      } else {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
+        lo = f.x;
+        hi = f.y;
+      }
+      s = fmaf(lo, xv[2 * i], s);
+      s = fmaf(hi, xv[2 * i + 1], s);
+    }
+    return s;
+  }
+};
+
+// The quantized formats take 4 bytes of quants per lane and chunk, so that the lanes of a warp
+// read x contiguously (a warp's x loads touch as few L1 lines as possible: with 16-byte chunks
+// the scattered x reads, not the weights, bounded these products).
+
+struct wc_q8_0 {
+  // chunk c: elements 4c .. 4c + 3 (block c / 8).
+  static constexpr int E = 4;
+  struct raw { uint32_t q; uint16_t d; };
+  struct xs { float4 v; };
+  static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
+    raw v;
+    v.q = __ldg(reinterpret_cast<const unsigned int*>(w.p0 + r * w.s0) + c);
+    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 8);
+    return v;
+  }
+  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) { return xs{ldx4(x + c * E)}; }
+  static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
+    return half_bits(v.d) * dot_i8x4(v.q, x.v, 0.0f);
+  }
+};
+
+struct wc_q4_0 {
+  // chunk c: block b = c / 4, part p = c % 4: quant bytes 4p .. 4p + 3 of the block, elements
+  // 32b + 4p + 0..3 (low nibbles) and 32b + 16 + 4p + 0..3 (high nibbles).
+  static constexpr int E = 8;
+  struct raw { uint32_t q; uint16_t d; };
+  struct xs { float4 lo, hi; };
+  static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
+    raw v;
+    v.q = __ldg(reinterpret_cast<const unsigned int*>(w.p0 + r * w.s0) + c);
+    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 4);
+    return v;
+  }
+  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
+    const float* xb = x + (c / 4) * 32 + 4 * (c % 4);
+    return xs{ldx4(xb), ldx4(xb + 16)};
+  }
+  static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
+    float s = dot_u4x4<false>(v.q, x.lo, 0.0f);
+    s = dot_u4x4<true>(v.q, x.hi, s);
+    return half_bits(v.d) * fmaf(-8.0f, sum4(x.lo) + sum4(x.hi), s);  // sum (q - 8) x
+  }
+};
+
+struct wc_q4_k {
+  // chunk c: block b = c / 32, part p = c % 32: quant bytes 4p .. 4p + 3 (group cc = p / 8 of
+  // 32 bytes, offset o = 4 (p % 8)): low nibbles are elements 64cc + o + 0..3 (sub-block 2cc),
+  // high nibbles 64cc + 32 + o + 0..3 (sub-block 2cc + 1). The block's 16-byte head (d, dmin,
+  // scales) is the same load for the 32 lanes of a block.
+  static constexpr int E = 8;
+  struct raw { uint32_t q; uint4 head; };
+  struct xs { float4 lo, hi; };
+  static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
+    const uint8_t* blk = w.p0 + r * w.s0 + (c / 32) * 144;
+    raw v;
+    v.head = __ldg(reinterpret_cast<const uint4*>(blk));
+    v.q = __ldg(reinterpret_cast<const unsigned int*>(blk + 16) + c % 32);
+    return v;
+  }
+  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
+    const int p = static_cast<int>(c % 32);
+    const float* xb = x + (c / 32) * 256 + 64 * (p / 8) + 4 * (p % 8);
+    return xs{ldx4(xb), ldx4(xb + 32)};
+  }
+  static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t c) {
+    const int cc = static_cast<int>(c % 32) / 8;
+    const float lo = dot_u4x4<false>(v.q, x.lo, 0.0f);
+    const float hi = dot_u4x4<true>(v.q, x.hi, 0.0f);
+    const float d = head_half(v.head, false), dmin = head_half(v.head, true);
+    int sc0, m0, sc1, m1;
+    q4k_scale_min(v.head, 2 * cc, sc0, m0);
+    q4k_scale_min(v.head, 2 * cc + 1, sc1, m1);
+    // sum (d sc q - dmin m) x over the chunk's two runs of four
+    return d * (static_cast<float>(sc0) * lo + static_cast<float>(sc1) * hi) -
+           dmin * (static_cast<float>(m0) * sum4(x.lo) + static_cast<float>(m1) * sum4(x.hi));
+  }
+};
+
+// Signed byte k (0..7) of a pair of registers.
+__device__ __forceinline__ int scale_i8(const uint2& v, int k) {
+  return static_cast<int>(static_cast<int8_t>(((k < 4 ? v.x : v.y) >> (8 * (k & 3))) & 0xFFu));
+}
+
+struct wc_q6_k {
+  // chunk c: block b = c / 32, part p = c % 32, half h = p / 16, q = p % 16: ql bytes
+  // 64h + 4q .. +3 of the block and qh bytes 32h + 4 (q % 8) .. +3. For q < 8 the low nibbles
+  // are elements 128h + 4q + 0..3 (qh bits 0-1) and the high ones 128h + 64 + 4q + 0..3 (bits
+  // 4-5); for q >= 8, 128h + 32 + 4(q - 8) (bits 2-3) and 128h + 96 + 4(q - 8) (bits 6-7). Each
+  // run of four shares one scale: sc[8h + (q % 8) / 4 + 2 group].
+  static constexpr int E = 8;
+  struct raw { uint32_t ql, qh; uint2 sc; uint16_t d; };
+  struct xs { float4 lo, hi; };
+  static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
+    const int64_t b = c / 32;
+    const int p = static_cast<int>(c % 32), h = p / 16, q = p % 16;
+    raw v;
+    v.ql = __ldg(reinterpret_cast<const unsigned int*>(w.p0 + r * w.s0 + b * 128 + 64 * h) + q);
+    v.qh = __ldg(reinterpret_cast<const unsigned int*>(w.p1 + r * w.s1 + b * 64 + 32 * h) + q % 8);
+    v.sc = __ldg(reinterpret_cast<const uint2*>(w.p2 + r * w.s2 + b * 16 + 8 * h));
+    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p3 + r * w.s3) + b);
+    return v;
+  }
+  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
+    const int p = static_cast<int>(c % 32), h = p / 16, q = p % 16;
+    const float* xb = x + (c / 32) * 256 + 128 * h + (q < 8 ? 4 * q : 32 + 4 * (q - 8));
+    return xs{ldx4(xb), ldx4(xb + 64)};
+  }
+  static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t c) {
+    const int q = static_cast<int>(c % 16);
+    const int g_lo = q < 8 ? 0 : 1, g_hi = g_lo + 2;  // groups of the low and high nibbles
+    const uint32_t lo = (v.ql & 0x0F0F0F0Fu) | (((v.qh >> (2 * g_lo)) & 0x03030303u) << 4);
+    const uint32_t hi = ((v.ql >> 4) & 0x0F0F0F0Fu) | (((v.qh >> (2 * g_hi)) & 0x03030303u) << 4);
+    const int s0 = (q % 8) / 4;
+    const float a = static_cast<float>(scale_i8(v.sc, s0 + 2 * g_lo)) * dot_bytes(lo, 32.0f, x.lo, 0.0f) +
+                    static_cast<float>(scale_i8(v.sc, s0 + 2 * g_hi)) * dot_bytes(hi, 32.0f, x.hi, 0.0f);
+    return half_bits(v.d) * a;
+  }
+};
+
+// ---- 16-element tiles as f16 for tensor-core products -------------------------------------------
+// Row r, elements [k0, k0 + 16) (k0 a multiple of 16) as 16 halves: elements 0..7 in lo, 8..15
+// in hi.
+__device__ __forceinline__ void to_halves(const float (&v)[16], uint4& lo, uint4& hi) {
+  __half2* ha = reinterpret_cast<__half2*>(&lo);
+  __half2* hb = reinterpret_cast<__half2*>(&hi);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    ha[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+    hb[i] = __floats2half2_rn(v[8 + 2 * i], v[8 + 2 * i + 1]);
+  }
+}
+
+template <etype T>
+__device__ __forceinline__ void tile16(const wview& w, int64_t r, int64_t k0, uint4& lo, uint4& hi) {
+  float v[16];
+  if constexpr (T == etype::f16) {
+    const uint4* p = reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + k0 * 2);
+    lo = __ldg(p);
+    hi = __ldg(p + 1);
+    return;
+  } else if constexpr (T == etype::bf16) {
+    const uint4* p = reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + k0 * 2);
+    const uint4 a = __ldg(p), b = __ldg(p + 1);
+    const uint32_t u[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[2 * i] = __uint_as_float(u[i] << 16);
+      v[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+    }
+  } else if constexpr (T == etype::f32) {
+    const float4* p = reinterpret_cast<const float4*>(w.p0 + r * w.s0 + k0 * 4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float4 f = __ldg(p + i);
+      v[4 * i] = f.x, v[4 * i + 1] = f.y, v[4 * i + 2] = f.z, v[4 * i + 3] = f.w;
+    }
+  } else if constexpr (T == etype::q8_0) {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + k0));
+    const float d = half_bits(__ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + k0 / 32));
+    const int8_t* b = reinterpret_cast<const int8_t*>(&q);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = d * static_cast<float>(b[i]);
+  } else if constexpr (T == etype::q4_0) {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + (k0 / 32) * 16));
+    const float d = half_bits(__ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + k0 / 32));
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(&q);
+    const bool high = (k0 % 32) != 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = d * static_cast<float>((high ? (b[i] >> 4) : (b[i] & 0xF)) - 8);
+  } else if constexpr (T == etype::q4_k) {
+    const uint8_t* blk = w.p0 + r * w.s0 + (k0 / 256) * 144;
+    const int e0 = static_cast<int>(k0 % 256), cc = e0 / 64, hi = (e0 % 64) / 32, l0 = e0 % 32;
+    const uint4 head = __ldg(reinterpret_cast<const uint4*>(blk));
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(blk + 16 + 32 * cc + l0));
+    const float d = head_half(head, false), dmin = head_half(head, true);
+    int sc, m;
+    q4k_scale_min(head, 2 * cc + hi, sc, m);
+    const float a = d * static_cast<float>(sc), off = dmin * static_cast<float>(m);
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(&q);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = a * static_cast<float>(hi ? (b[i] >> 4) : (b[i] & 0xF)) - off;
+  } else if constexpr (T == etype::q6_k) {
+    const int64_t bi = k0 / 256;  // block within the row
+    const int e0 = static_cast<int>(k0 % 256), h = e0 / 128, g = (e0 % 128) / 32, l0 = e0 % 32;
+    const uint4 ql = __ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + bi * 128 + 64 * h + 32 * (g & 1) + l0));
+    const uint4 qh = __ldg(reinterpret_cast<const uint4*>(w.p1 + r * w.s1 + bi * 64 + 32 * h + l0));
+    const int8_t sc = reinterpret_cast<const int8_t*>(w.p2 + r * w.s2)[bi * 16 + 8 * h + l0 / 16 + 2 * g];
+    const float a = half_bits(__ldg(reinterpret_cast<const unsigned short*>(w.p3 + r * w.s3) + bi)) * static_cast<float>(sc);
+    const uint8_t* lb = reinterpret_cast<const uint8_t*>(&ql);
+    const uint8_t* hb = reinterpret_cast<const uint8_t*>(&qh);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int q = (g < 2 ? (lb[i] & 0xF) : (lb[i] >> 4)) | (((hb[i] >> (2 * g)) & 3) << 4);
+      v[i] = a * static_cast<float>(q - 32);
+    }
+  }
+  to_halves(v, lo, hi);
+}
+
+}  // namespace sa::cuda

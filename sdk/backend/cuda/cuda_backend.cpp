@@ -1,0 +1,554 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace sa::cuda {
+
+namespace {
+constexpr size_t k_ring_bytes = 8u << 20;      // pinned staging for small uploads
+constexpr size_t k_small_upload = 1u << 20;    // larger uploads copy synchronously
+constexpr size_t k_max_download_chunk = 64u << 20;
+
+enum scratch_slot : size_t { k_attention = 0, k_swiglu_up = 1, k_sampling = 2, k_slots = 3 };
+
+etype etype_of(dtype t) { return static_cast<etype>(static_cast<uint32_t>(t)); }
+
+uint8_t* dev(const tensor& t) {
+  if (!t.buf) fail(SA_ERR_INTERNAL, "cuda backend: tensor without a buffer");
+  const auto* b = dynamic_cast<const cuda_buffer*>(t.buf);
+  if (!b) fail(SA_ERR_INTERNAL, "cuda backend: buffer belongs to another backend");
+  if (t.offset > b->size() || t.n_bytes() > b->size() - t.offset)
+    fail(SA_ERR_INTERNAL, "cuda backend: tensor of %zu bytes at %zu outside a buffer of %zu",
+         t.n_bytes(), t.offset, b->size());
+  return b->data() + t.offset;
+}
+template <typename T>
+T* ptr(const tensor& t) {
+  return reinterpret_cast<T*>(dev(t));
+}
+const int32_t* ints(const tensor& t) {
+  if (t.type != dtype::i32) fail(SA_ERR_INTERNAL, "cuda backend: metadata of type %s", traits(t.type).name);
+  return ptr<const int32_t>(t);
+}
+bool is_kv_type(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
+
+weight_ref weight_of(const tensor& w) {
+  weight_ref r;
+  r.base = dev(w);
+  r.type = etype_of(w.type);
+  r.cols = w.ne[0];
+  r.rows = w.rows();
+  return r;
+}
+}  // namespace
+
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
+  if (e == cudaErrorMemoryAllocation)
+    fail(SA_ERR_NOMEM, "CUDA: %s: out of device memory (%s)", what, cudaGetErrorString(e));
+  fail(SA_ERR_BACKEND, "CUDA: %s failed: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+// ---- buffers -----------------------------------------------------------------------------------
+
+cuda_buffer::cuda_buffer(int device, size_t bytes) : device_(device), size_(bytes) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes == 0 ? 16 : bytes), "cudaMalloc");
+  data_ = static_cast<uint8_t*>(p);
+  // Zero-filled, and done before the buffer is handed out: the memset runs on the legacy
+  // stream, which the backends' non-blocking streams do not wait for.
+  const cudaError_t e = cudaMemset(p, 0, bytes == 0 ? 16 : bytes);
+  const cudaError_t w = e == cudaSuccess ? cudaStreamSynchronize(nullptr) : e;
+  if (w != cudaSuccess) {
+    cudaFree(p);
+    check(w, "cudaMemset");
+  }
+}
+
+cuda_buffer::~cuda_buffer() {
+  if (cudaSetDevice(device_) == cudaSuccess) cudaFree(data_);
+}
+
+// ---- the backend -------------------------------------------------------------------------------
+
+cuda_backend::cuda_backend(int device) : device_(device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  n_sms_ = prop.multiProcessorCount;
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  void* ring = nullptr;
+  check(cudaHostAlloc(&ring, k_ring_bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  up_ring_ = static_cast<uint8_t*>(ring);
+  up_size_ = k_ring_bytes;
+  scratch_.resize(k_slots);
+  // SA_CUDA_GRAPHS=0 runs every step eagerly (a diagnostic: recorded and eager steps run the
+  // same kernels, so their results must be identical).
+  const char* g = std::getenv("SA_CUDA_GRAPHS");
+  graphs_ = !(g && std::strcmp(g, "0") == 0);
+}
+
+cuda_backend::~cuda_backend() {
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& [key, st] : steps_)
+    if (st.exec) cudaGraphExecDestroy(st.exec);
+  for (const pending_upload& p : up_pending_) cudaEventDestroy(p.done);
+  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+  scratch_.clear();
+  if (up_ring_) cudaFreeHost(up_ring_);
+  if (down_) cudaFreeHost(down_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void cuda_backend::bind_thread() { check(cudaSetDevice(device_), "cudaSetDevice"); }
+
+buffer_ptr cuda_backend::alloc(size_t bytes) {
+  if (capturing_) fail(SA_ERR_INTERNAL, "cuda backend: allocation inside a recorded step");
+  return std::make_unique<cuda_buffer>(device_, bytes);
+}
+
+void cuda_backend::upload(buffer& dst, size_t offset, const void* src, size_t n) {
+  if (capturing_) fail(SA_ERR_INTERNAL, "cuda backend: upload inside a recorded step");
+  auto* b = dynamic_cast<cuda_buffer*>(&dst);
+  if (!b || offset > b->size() || n > b->size() - offset)
+    fail(SA_ERR_INTERNAL, "cuda backend: upload of %zu bytes at %zu outside its buffer", n, offset);
+  if (n == 0) return;
+  if (n > k_small_upload) {
+    check(cudaMemcpyAsync(b->data() + offset, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    return;
+  }
+  // A region of the pinned ring: wrap to its start when the tail is too short, and wait for
+  // the copies still reading the bytes about to be reused.
+  size_t begin = up_head_;
+  if (begin + n > up_size_) {
+    while (!up_pending_.empty() && up_pending_.front().begin >= begin) {
+      check(cudaEventSynchronize(up_pending_.front().done), "cudaEventSynchronize");
+      free_events_.push_back(up_pending_.front().done);
+      up_pending_.pop_front();
+    }
+    begin = 0;
+  }
+  const size_t end = begin + n;
+  while (!up_pending_.empty() && up_pending_.front().begin < end && up_pending_.front().end > begin) {
+    check(cudaEventSynchronize(up_pending_.front().done), "cudaEventSynchronize");
+    free_events_.push_back(up_pending_.front().done);
+    up_pending_.pop_front();
+  }
+  std::memcpy(up_ring_ + begin, src, n);
+  check(cudaMemcpyAsync(b->data() + offset, up_ring_ + begin, n, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync");
+  cudaEvent_t ev;
+  if (free_events_.empty()) {
+    check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+  } else {
+    ev = free_events_.back();
+    free_events_.pop_back();
+  }
+  check(cudaEventRecord(ev, stream_), "cudaEventRecord");
+  up_pending_.push_back({begin, end, ev});
+  up_head_ = (end + 255) / 256 * 256;
+}
+
+void cuda_backend::download(const buffer& src, size_t offset, void* dst, size_t n) {
+  if (capturing_) fail(SA_ERR_INTERNAL, "cuda backend: download inside a recorded step");
+  const auto* b = dynamic_cast<const cuda_buffer*>(&src);
+  if (!b || offset > b->size() || n > b->size() - offset)
+    fail(SA_ERR_INTERNAL, "cuda backend: download of %zu bytes at %zu outside its buffer", n, offset);
+  const size_t chunk = std::min(std::max(n, size_t{4096}), k_max_download_chunk);
+  if (down_size_ < chunk) {
+    if (down_) cudaFreeHost(down_);
+    down_ = nullptr;
+    down_size_ = 0;
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, chunk, cudaHostAllocDefault), "cudaHostAlloc");
+    down_ = static_cast<uint8_t*>(p);
+    down_size_ = chunk;
+  }
+  for (size_t done = 0; done < n;) {
+    const size_t m = std::min(n - done, down_size_);
+    check(cudaMemcpyAsync(down_, b->data() + offset + done, m, cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(stream_), "the step (a kernel failed or a copy could not run)");
+    std::memcpy(static_cast<uint8_t*>(dst) + done, down_, m);
+    done += m;
+  }
+  if (n == 0) check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void cuda_backend::synchronize() {
+  check(cudaStreamSynchronize(stream_), "the step (a kernel failed or a copy could not run)");
+}
+
+size_t cuda_backend::weight_size(dtype type, int64_t cols, int64_t rows) const {
+  return planes_of(etype_of(type), cols, rows).bytes;
+}
+
+void cuda_backend::upload_weight(buffer& dst, size_t offset, const void* file_bytes, dtype type,
+                                 int64_t cols, int64_t rows) {
+  const size_t bytes = weight_size(type, cols, rows);
+  std::vector<uint8_t> host(bytes, 0);
+  repack_weight(etype_of(type), static_cast<const uint8_t*>(file_bytes), cols, rows, host.data());
+  auto* b = dynamic_cast<cuda_buffer*>(&dst);
+  if (!b || offset > b->size() || bytes > b->size() - offset)
+    fail(SA_ERR_INTERNAL, "cuda backend: weight of %zu bytes at %zu outside its buffer", bytes, offset);
+  check(cudaMemcpyAsync(b->data() + offset, host.data(), bytes, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+void* cuda_backend::scratch(size_t slot, size_t bytes) {
+  std::unique_ptr<cuda_buffer>& b = scratch_[slot];
+  if (!b || b->size() < bytes) {
+    if (capturing_) fail(SA_ERR_INTERNAL, "cuda backend: scratch growth inside a recorded step");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the old one may be in use
+    const size_t size = std::max(bytes, b ? b->size() * 2 : bytes);
+    b.reset();
+    b = std::make_unique<cuda_buffer>(device_, size);
+    ++generation_;
+  }
+  return b->data();
+}
+
+void cuda_backend::run_step(uint64_t key, const std::function<void()>& enqueue) {
+  if (!graphs_) {
+    enqueue();
+    ++counts_.eager;
+    return;
+  }
+  recorded_step& st = steps_[key];
+  if (st.exec && st.generation == generation_) {
+    check(cudaGraphLaunch(st.exec, stream_), "cudaGraphLaunch");
+    ++counts_.replayed;
+    return;
+  }
+  if (st.exec) {  // stale: a scratch buffer moved since it was recorded
+    cudaGraphExecDestroy(st.exec);
+    st.exec = nullptr;
+    st.seen = 0;
+  }
+  if (st.seen++ == 0) {  // first time: run eagerly, so lazily sized scratch settles
+    enqueue();
+    ++counts_.eager;
+    return;
+  }
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  capturing_ = true;
+  cudaGraph_t graph = nullptr;
+  try {
+    enqueue();
+  } catch (...) {
+    capturing_ = false;
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  capturing_ = false;
+  check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(e, "cudaGraphInstantiate");
+  st.exec = exec;
+  st.generation = generation_;
+  ++counts_.recorded;
+  check(cudaGraphLaunch(st.exec, stream_), "cudaGraphLaunch");
+}
+
+// ---- ops ---------------------------------------------------------------------------------------
+
+void cuda_backend::embed(const tensor& table, const tensor& ids, const tensor& out) {
+  check(launch_embed(weight_of(table), ints(ids), ids.elements(), ptr<float>(out), stream_), "embed");
+}
+
+void cuda_backend::products(const tensor& x, std::span<const tensor> w, std::span<const tensor> y,
+                            epilogue ep) {
+  const int64_t n = x.rows();
+  product_task tasks[3];
+  bool gemv = n <= 8, gemm = true;
+  for (size_t j = 0; j < w.size(); ++j) {
+    // SwiGLU: gate and up (w[0], w[1]) make one output, y[0].
+    const tensor& out = ep == epilogue::swiglu ? y[0] : y[j];
+    if (x.ne[0] != w[j].ne[0] || out.rows() != n || out.ne[0] != w[j].rows())
+      fail(SA_ERR_INTERNAL, "matmul: shapes w[%lld][%lld] x[%lld][%lld] y[%lld][%lld] disagree",
+           static_cast<long long>(w[j].rows()), static_cast<long long>(w[j].ne[0]),
+           static_cast<long long>(n), static_cast<long long>(x.ne[0]),
+           static_cast<long long>(out.rows()), static_cast<long long>(out.ne[0]));
+    tasks[j].w = weight_of(w[j]);
+    tasks[j].y = ptr<float>(out);
+    gemv = gemv && gemv_supported(tasks[j].w) && tasks[j].w.type == tasks[0].w.type;
+    gemm = gemm && gemm_supported(tasks[j].w);
+  }
+  const int32_t count = static_cast<int32_t>(w.size());
+  if (gemv) {
+    check(launch_gemv(tasks, count, ptr<float>(x), n, ep, stream_), "matmul (gemv)");
+  } else if (gemm && ep != epilogue::swiglu) {
+    check(launch_gemm(tasks, count, ptr<float>(x), n, ep, nullptr, stream_), "matmul (gemm)");
+  } else if (gemm) {
+    // silu(x gate^T) * (x up^T): two products, the second into scratch, then the SwiGLU.
+    const int64_t n_ff = w[0].rows();
+    float* up = static_cast<float*>(scratch(k_swiglu_up, static_cast<size_t>(n * n_ff) * sizeof(float)));
+    product_task g = tasks[0], u = tasks[1];
+    u.y = up;
+    check(launch_gemm(&g, 1, ptr<float>(x), n, epilogue::store, nullptr, stream_), "matmul (gemm)");
+    check(launch_gemm(&u, 1, ptr<float>(x), n, epilogue::store, nullptr, stream_), "matmul (gemm)");
+    check(launch_swiglu(g.y, up, g.y, n * n_ff, stream_), "swiglu");
+  } else {
+    check(launch_matmul_generic(tasks, count, ptr<float>(x), n, ep, stream_), "matmul (generic)");
+  }
+}
+
+void cuda_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
+  products(x, std::span<const tensor>(&w, 1), std::span<const tensor>(&y, 1), epilogue::store);
+}
+
+void cuda_backend::matmul_add(const tensor& w, const tensor& x, const tensor& y) {
+  products(x, std::span<const tensor>(&w, 1), std::span<const tensor>(&y, 1), epilogue::accumulate);
+}
+
+void cuda_backend::matmul_n(const tensor& x, std::span<const tensor> w, std::span<const tensor> y) {
+  if (w.size() != y.size() || w.empty() || w.size() > 3)
+    fail(SA_ERR_INTERNAL, "matmul_n: %zu weights for %zu outputs", w.size(), y.size());
+  // One launch when the weights share a type and width (q, k, v); otherwise one each.
+  bool same = true;
+  for (const tensor& t : w) same = same && t.type == w[0].type && t.ne[0] == w[0].ne[0];
+  if (same) {
+    products(x, w, y, epilogue::store);
+  } else {
+    for (size_t j = 0; j < w.size(); ++j) matmul(w[j], x, y[j]);
+  }
+}
+
+void cuda_backend::matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x,
+                                 const tensor& out) {
+  if (gate.type != up.type || gate.rows() != up.rows() || gate.ne[0] != up.ne[0])
+    fail(SA_ERR_INTERNAL, "matmul_swiglu: gate and up differ in type or shape");
+  const tensor w[] = {gate, up};
+  products(x, w, std::span<const tensor>(&out, 1), epilogue::swiglu);
+}
+
+void cuda_backend::add_bias(const tensor& y, const tensor& b) {
+  check(launch_add_bias(ptr<float>(y), ptr<float>(b), y.rows(), y.ne[0], stream_), "add_bias");
+}
+
+void cuda_backend::rmsnorm(const tensor& x, const tensor& w, float eps, const tensor& y) {
+  check(launch_rmsnorm(ptr<float>(x), ptr<float>(w), ptr<float>(y), x.rows(), x.ne[0], eps, stream_),
+        "rmsnorm");
+}
+
+rope_desc cuda_backend::rope_of(const rope_params& p) const {
+  rope_desc r;
+  r.neox = p.mode == rope_mode::neox ? 1 : 0;
+  r.n_rot = p.n_rot;
+  r.freq_base = p.freq_base;
+  r.freq_scale = p.freq_scale;
+  r.factors = p.freq_factors ? ptr<const float>(*p.freq_factors) : nullptr;
+  return r;
+}
+
+void cuda_backend::rope(const tensor& x, int32_t n_heads, int32_t head_dim, const tensor& positions,
+                        const rope_params& p) {
+  check(launch_rope(ptr<float>(x), positions.elements(), n_heads, head_dim, ints(positions),
+                    rope_of(p), stream_),
+        "rope");
+}
+
+void cuda_backend::swiglu(const tensor& gate, const tensor& up, const tensor& out) {
+  check(launch_swiglu(ptr<float>(gate), ptr<float>(up), ptr<float>(out), gate.elements(), stream_),
+        "swiglu");
+}
+
+void cuda_backend::add(const tensor& a, const tensor& b) {
+  check(launch_add(ptr<float>(a), ptr<float>(b), a.elements(), stream_), "add");
+}
+
+void cuda_backend::store_kv(const tensor& cache, int64_t capacity, const tensor& src,
+                            const tensor& slots) {
+  if (!is_kv_type(cache.type)) fail(SA_ERR_INTERNAL, "store_kv: a cache of type %s", traits(cache.type).name);
+  const int64_t n = slots.elements();
+  const int32_t head_dim = static_cast<int32_t>(cache.ne[0]);
+  const int32_t n_kv = n ? static_cast<int32_t>(src.elements() / n / head_dim) : 0;
+  check(launch_store_kv(dev(cache), etype_of(cache.type), capacity, ptr<float>(src), ints(slots), n,
+                        n_kv, head_dim, stream_),
+        "store_kv");
+}
+
+void cuda_backend::rope_store_kv(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads,
+                                 int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
+                                 const rope_params& p, const tensor& k_cache,
+                                 const tensor& v_cache, int64_t capacity, const tensor& slots) {
+  if (!is_kv_type(k_cache.type) || k_cache.type != v_cache.type)
+    fail(SA_ERR_INTERNAL, "rope_store_kv: caches of types %s and %s", traits(k_cache.type).name,
+         traits(v_cache.type).name);
+  check(launch_rope_store_kv(ptr<float>(q), ptr<float>(k), ptr<float>(v), positions.elements(),
+                             n_heads, n_kv_heads, head_dim, ints(positions), rope_of(p), dev(k_cache),
+                             dev(v_cache), etype_of(k_cache.type), capacity, ints(slots), stream_),
+        "rope_store_kv");
+}
+
+attention_args cuda_backend::args_of(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                     int32_t n_kv_heads, int32_t head_dim, float scale,
+                                     const tensor& out, const tensor& lse) const {
+  if (!kv.k || !kv.v || !is_kv_type(kv.k->type) || kv.k->type != kv.v->type)
+    fail(SA_ERR_INTERNAL, "attention: K and V caches of types %s and %s",
+         kv.k ? traits(kv.k->type).name : "-", kv.v ? traits(kv.v->type).name : "-");
+  if (head_dim % 8 != 0 || head_dim > 256 || n_kv_heads < 1 || n_heads % n_kv_heads != 0)
+    fail(SA_ERR_UNSUPPORTED,
+         "the CUDA backend runs attention for head_dim a multiple of 8 up to 256 and whole GQA "
+         "groups (this call: head_dim %d, %d query over %d KV heads)",
+         head_dim, n_heads, n_kv_heads);
+  attention_args a;
+  a.q = ptr<const float>(q);
+  a.k = dev(*kv.k);
+  a.v = dev(*kv.v);
+  a.v_rows = kv.v_rows ? ints(*kv.v_rows) : nullptr;
+  a.kv_type = etype_of(kv.k->type);
+  a.n = q.elements() / (int64_t{n_heads} * head_dim);
+  a.k_capacity = kv.capacity;
+  a.v_capacity = kv.v_capacity ? kv.v_capacity : kv.capacity;
+  a.n_heads = n_heads;
+  a.n_kv_heads = n_kv_heads;
+  a.head_dim = head_dim;
+  a.scale = scale;
+  a.out = ptr<float>(out);
+  a.lse = ptr<float>(lse);
+  return a;
+}
+
+void cuda_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads,
+                             int32_t n_kv_heads, int32_t head_dim, const tensor& kv_len,
+                             int64_t kv_bound, float scale, const tensor& out, const tensor& lse,
+                             const key_mass* mass) {
+  attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
+  a.kv_len = ints(kv_len);
+  a.kv_bound = kv_bound;
+  if (kv_len.elements() != a.n) fail(SA_ERR_INTERNAL, "attention: %lld lengths for %lld rows",
+                                     static_cast<long long>(kv_len.elements()), static_cast<long long>(a.n));
+  const size_t work = attention_workspace_bytes(a, n_sms_);
+  void* ws = work ? scratch(k_attention, work) : nullptr;
+  check(launch_attention(a, ws, n_sms_, stream_), "attention");
+  if (mass) {
+    if (!mass->row_weights || mass->row_weights->elements() != a.n ||
+        mass->mass->elements() < mass->n_keys * n_heads)
+      fail(SA_ERR_INTERNAL, "attention: key mass buffers do not match the batch");
+    check(launch_attention_mass(a, ptr<const float>(*mass->row_weights), ptr<float>(*mass->mass),
+                                mass->n_keys, stream_),
+          "attention mass");
+  }
+}
+
+void cuda_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                  int32_t n_kv_heads, int32_t head_dim, const key_sets& sets,
+                                  float scale, const tensor& out, const tensor& lse) {
+  if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_sets: values must sit at the keys' rows");
+  const attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
+  sets_args s;
+  s.offsets = ints(*sets.offsets);
+  s.slots = ints(*sets.slots);
+  s.log_weights = sets.log_weights ? ptr<const float>(*sets.log_weights) : nullptr;
+  s.items = a.n * n_heads;
+  s.largest = sets.largest;
+  if (sets.offsets->elements() != s.items + 1)
+    fail(SA_ERR_INTERNAL, "attention_sets: %lld offsets for %lld items",
+         static_cast<long long>(sets.offsets->elements()), static_cast<long long>(s.items));
+  check(launch_attention_sets(a, s, stream_), "attention_sets");
+}
+
+void cuda_backend::merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
+                                   const tensor& lse_b) {
+  const int64_t items = lse.elements();
+  if (lse_b.elements() != items || out.n_bytes() != out_b.n_bytes() || items == 0 ||
+      out.elements() % items != 0)
+    fail(SA_ERR_INTERNAL, "merge_attention: partials of different shapes");
+  check(launch_merge_attention(ptr<float>(out), ptr<float>(lse), ptr<const float>(out_b),
+                               ptr<const float>(lse_b), items,
+                               static_cast<int32_t>(out.elements() / items), stream_),
+        "merge_attention");
+}
+
+void cuda_backend::probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads,
+                              int32_t n_kv_heads, int32_t head_dim, const key_sets& sets,
+                              float scale, const tensor& scores, const tensor& vnorm2) {
+  const attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, q, q);
+  sets_args s;
+  s.offsets = ints(*sets.offsets);
+  s.slots = ints(*sets.slots);
+  s.items = a.n * n_heads;
+  s.largest = sets.largest;
+  if (scores.elements() < sets.total || vnorm2.elements() < sets.total)
+    fail(SA_ERR_INTERNAL, "probe_keys: outputs hold fewer than %lld keys", static_cast<long long>(sets.total));
+  check(launch_probe_keys(a, s, ptr<float>(scores), ptr<float>(vnorm2), stream_), "probe_keys");
+}
+
+void cuda_backend::summarize_pages(const tensor& k, int64_t capacity, int32_t page_size,
+                                   int64_t n_keys, int64_t first_page, int64_t n_pages,
+                                   const tensor& summaries, int64_t pages_capacity) {
+  const int32_t head_dim = static_cast<int32_t>(k.ne[0]);
+  const int32_t n_kv = static_cast<int32_t>(k.rows() / capacity);
+  if (page_size < 1 || n_keys > capacity || first_page < 0 || first_page + n_pages > pages_capacity ||
+      summaries.elements() < int64_t{n_kv} * pages_capacity * 2 * head_dim || !is_kv_type(k.type))
+    fail(SA_ERR_INTERNAL, "summarize_pages: pages [%lld, +%lld) do not fit",
+         static_cast<long long>(first_page), static_cast<long long>(n_pages));
+  check(launch_summarize_pages(dev(k), etype_of(k.type), capacity, n_kv, head_dim, page_size, n_keys,
+                               first_page, n_pages, ptr<float>(summaries), pages_capacity, stream_),
+        "summarize_pages");
+}
+
+void cuda_backend::page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                               int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                               int64_t n_pages, bool group_mean, const tensor& scores) {
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
+  if (n_pages > pages_capacity || scores.elements() < rankers * n_pages)
+    fail(SA_ERR_INTERNAL, "page_scores: %lld pages do not fit", static_cast<long long>(n_pages));
+  check(launch_page_scores(ptr<const float>(q), ptr<const float>(summaries), pages_capacity, n_heads,
+                           n_kv_heads, head_dim, n_pages, group_mean, ptr<float>(scores), stream_),
+        "page_scores");
+}
+
+void cuda_backend::gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
+                               const tensor& positions, int64_t n, const rope_params& p,
+                               const tensor& dst, int64_t dst_capacity) {
+  if (n > dst_capacity || dst.type != src.type || !is_kv_type(src.type) || rows.elements() < n ||
+      positions.elements() < n)
+    fail(SA_ERR_INTERNAL, "gather_rope: %lld rows do not fit in %lld", static_cast<long long>(n),
+         static_cast<long long>(dst_capacity));
+  const int32_t head_dim = static_cast<int32_t>(src.ne[0]);
+  const int32_t n_kv = static_cast<int32_t>(src.rows() / src_capacity);
+  check(launch_gather_rope(dev(src), etype_of(src.type), src_capacity, ints(rows), ints(positions), n,
+                           n_kv, head_dim, rope_of(p), dev(dst), dst_capacity, stream_),
+        "gather_rope");
+}
+
+void cuda_backend::move_rows(const tensor& cache, int64_t capacity, const tensor& moves, int64_t n) {
+  if (moves.elements() < 3 * n) fail(SA_ERR_INTERNAL, "move_rows: %lld moves listed in %lld ints",
+                                     static_cast<long long>(n), static_cast<long long>(moves.elements()));
+  const int32_t n_heads = static_cast<int32_t>(cache.rows() / capacity);
+  check(launch_move_rows(dev(cache), static_cast<int64_t>(cache.row_size()), capacity, n_heads,
+                         ints(moves), n, stream_),
+        "move_rows");
+}
+
+void cuda_backend::sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
+                          const tensor& token) {
+  sample_args a;
+  a.logits = ptr<const float>(logits);
+  a.n_vocab = static_cast<int32_t>(logits.elements());
+  a.temperature = c.temperature;
+  a.top_k = c.top_k;
+  a.top_p = c.top_p;
+  a.uniform = reinterpret_cast<const double*>(dev(uniform));
+  a.token = ptr<int32_t>(token);
+  const size_t bytes = sample_workspace_bytes(a.n_vocab);
+  check(launch_sample(a, scratch(k_sampling, bytes), bytes, stream_), "sample");
+}
+
+}  // namespace sa::cuda

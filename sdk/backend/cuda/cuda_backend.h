@@ -1,0 +1,149 @@
+// The CUDA backend: device buffers, one stream per session, the ops as kernel launches
+// (kernels in cuda/), and recorded steps replayed as CUDA graphs.
+//
+// Everything is enqueued on the backend's stream; download() and synchronize() are the only
+// waits. Uploads go through a pinned staging ring, so a step's metadata costs one small async
+// copy. run_step() runs a key's step eagerly the first time (lazily sized workspaces settle),
+// records it as a graph the second time, and replays the graph from then on; any workspace
+// growth invalidates the recordings (their pointers would be stale).
+//
+// The CUDA runtime is linked statically and finds the driver at run time: on a machine without
+// one, list_devices() is empty and says why, and nothing else here is ever constructed.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_entry.h"
+#include "launchers.h"
+
+namespace sa::cuda {
+
+// Throws sa::error for a failed CUDA call: SA_ERR_NOMEM for allocation failures, otherwise
+// SA_ERR_BACKEND with the call and CUDA's message.
+void check(cudaError_t e, const char* what);
+
+class cuda_buffer final : public buffer {
+ public:
+  cuda_buffer(int device, size_t bytes);  // zero-filled
+  ~cuda_buffer() override;
+  size_t size() const override { return size_; }
+  uint8_t* data() const { return data_; }
+  int device() const { return device_; }
+
+ private:
+  int device_;
+  uint8_t* data_ = nullptr;
+  size_t size_;
+};
+
+class cuda_backend final : public backend {
+ public:
+  explicit cuda_backend(int device);
+  ~cuda_backend() override;
+  const char* name() const override { return "cuda"; }
+  std::string device_id() const override { return "cuda:" + std::to_string(device_); }
+  dtype default_kv_type() const override { return dtype::f16; }
+  void bind_thread() override;
+
+  buffer_ptr alloc(size_t bytes) override;
+  void upload(buffer& dst, size_t offset, const void* src, size_t n) override;
+  void download(const buffer& src, size_t offset, void* dst, size_t n) override;
+  void synchronize() override;
+  size_t weight_size(dtype type, int64_t cols, int64_t rows) const override;
+  void upload_weight(buffer& dst, size_t offset, const void* file_bytes, dtype type, int64_t cols,
+                     int64_t rows) override;
+  void run_step(uint64_t key, const std::function<void()>& enqueue) override;
+
+  void embed(const tensor& table, const tensor& ids, const tensor& out) override;
+  void matmul(const tensor& w, const tensor& x, const tensor& y) override;
+  void matmul_add(const tensor& w, const tensor& x, const tensor& y) override;
+  void matmul_n(const tensor& x, std::span<const tensor> w, std::span<const tensor> y) override;
+  void matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x,
+                     const tensor& out) override;
+  void add_bias(const tensor& y, const tensor& b) override;
+  void rmsnorm(const tensor& x, const tensor& w, float eps, const tensor& y) override;
+  void rope(const tensor& x, int32_t n_heads, int32_t head_dim, const tensor& positions,
+            const rope_params& p) override;
+  void swiglu(const tensor& gate, const tensor& up, const tensor& out) override;
+  void add(const tensor& a, const tensor& b) override;
+  void store_kv(const tensor& cache, int64_t capacity, const tensor& src,
+                const tensor& slots) override;
+  void rope_store_kv(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads,
+                     int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
+                     const rope_params& p, const tensor& k_cache, const tensor& v_cache,
+                     int64_t capacity, const tensor& slots) override;
+  void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                 int32_t head_dim, const tensor& kv_len, int64_t kv_bound, float scale,
+                 const tensor& out, const tensor& lse, const key_mass* mass) override;
+  void attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                      int32_t head_dim, const key_sets& sets, float scale, const tensor& out,
+                      const tensor& lse) override;
+  void merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
+                       const tensor& lse_b) override;
+  void probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                  int32_t head_dim, const key_sets& sets, float scale, const tensor& scores,
+                  const tensor& vnorm2) override;
+  void summarize_pages(const tensor& k, int64_t capacity, int32_t page_size, int64_t n_keys,
+                       int64_t first_page, int64_t n_pages, const tensor& summaries,
+                       int64_t pages_capacity) override;
+  void page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                   int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int64_t n_pages,
+                   bool group_mean, const tensor& scores) override;
+  void gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
+                   const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
+                   int64_t dst_capacity) override;
+  void move_rows(const tensor& cache, int64_t capacity, const tensor& moves, int64_t n) override;
+  void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
+              const tensor& token) override;
+
+  // Steps recorded and replayed so far (for tests and benchmarks).
+  struct step_counts {
+    uint64_t eager = 0, recorded = 0, replayed = 0;
+  };
+  step_counts steps() const { return counts_; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  // A scratch buffer that only grows; growing invalidates recorded steps.
+  void* scratch(size_t slot, size_t bytes);
+  void products(const tensor& x, std::span<const tensor> w, std::span<const tensor> y, epilogue ep);
+  attention_args args_of(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, float scale, const tensor& out, const tensor& lse) const;
+  rope_desc rope_of(const rope_params& p) const;
+
+  int device_;
+  int32_t n_sms_ = 0;
+  cudaStream_t stream_ = nullptr;
+  // Pinned staging for uploads (a ring of regions, each reused once its copy has run) and for
+  // downloads.
+  uint8_t* up_ring_ = nullptr;
+  size_t up_size_ = 0, up_head_ = 0;
+  struct pending_upload {
+    size_t begin, end;
+    cudaEvent_t done;
+  };
+  std::deque<pending_upload> up_pending_;
+  std::vector<cudaEvent_t> free_events_;
+  uint8_t* down_ = nullptr;
+  size_t down_size_ = 0;
+  // Scratch slots: split-KV partials, swiglu's up half, sampling's sort.
+  std::vector<std::unique_ptr<cuda_buffer>> scratch_;
+  uint64_t generation_ = 0;  // bumped when a scratch buffer moves
+  struct recorded_step {
+    uint64_t seen = 0, generation = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<uint64_t, recorded_step> steps_;
+  step_counts counts_;
+  bool capturing_ = false;
+  bool graphs_ = true;
+};
+
+}  // namespace sa::cuda
