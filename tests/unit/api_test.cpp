@@ -30,6 +30,7 @@ class api : public ::testing::Test {
   sa_session* make_session(int32_t n_ctx = 0, int32_t n_batch = 0) {
     sa_session_params p;
     sa_session_params_init(&p);
+    p.backend = SA_BACKEND_CPU;  // these figures are the CPU's (f32 cache)
     p.n_threads = 2;
     p.n_ctx = n_ctx;
     p.n_batch = n_batch;
@@ -166,6 +167,9 @@ TEST_F(api, invalid_params_are_rejected_with_their_name) {
       {[](sa_session_params* p) { p->vatt_epsilon = 0; }, "vatt_epsilon"},
       {[](sa_session_params* p) { p->vatt_delta = 1; }, "vatt_delta"},
       {[](sa_session_params* p) { p->vatt_topk = 4; }, "vatt_topk"},
+      {[](sa_session_params* p) { p->kv_type = 9; }, "kv_type"},
+      {[](sa_session_params* p) { p->device = -1; }, "device"},
+      {[](sa_session_params* p) { p->device = 2; }, "device"},  // with AUTO: name the kind
   };
   for (const auto& c : cases) {
     sa_session_params p;
@@ -178,9 +182,80 @@ TEST_F(api, invalid_params_are_rejected_with_their_name) {
   }
   sa_session_params p;
   sa_session_params_init(&p);
-  p.backend = SA_BACKEND_CUDA;
+  p.backend = SA_BACKEND_VULKAN;
   sa_session* s = nullptr;
   EXPECT_EQ(sa_session_create(model_, &p, &s), SA_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(sa_last_error()).find("Vulkan"), std::string::npos);
+}
+
+TEST_F(api, backends_are_listed_and_a_missing_device_is_unsupported) {
+  const int32_t n = sa_backend_count();
+  ASSERT_GE(n, 1);
+  int32_t cuda_devices = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    sa_backend_desc d{};
+    d.struct_size = sizeof d;
+    ASSERT_EQ(sa_backend_info(i, &d), SA_OK) << sa_last_error();
+    EXPECT_GT(std::strlen(d.name), 0u);
+    EXPECT_GT(d.memory_bytes, 0u);
+    if (i == 0) {
+      EXPECT_EQ(d.kind, SA_BACKEND_CPU);
+    }
+    if (d.kind == SA_BACKEND_CUDA) {
+      EXPECT_EQ(d.device, cuda_devices++);
+      EXPECT_GE(d.compute_major, 7);
+    }
+  }
+  sa_backend_desc d{};
+  d.struct_size = sizeof d;
+  EXPECT_EQ(sa_backend_info(n, &d), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(sa_backend_info(-1, &d), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(sa_backend_info(0, nullptr), SA_ERR_INVALID_ARG);
+
+  // A CUDA device past the last one (every one, on a machine without a GPU): unsupported, with
+  // a message that says why; the library keeps working on the CPU.
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CUDA;
+  p.device = cuda_devices;
+  sa_session* s = nullptr;
+  EXPECT_EQ(sa_session_create(model_, &p, &s), SA_ERR_UNSUPPORTED);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(sa_last_error()).find("CUDA"), std::string::npos) << sa_last_error();
+
+  // AUTO takes the first CUDA device when there is one, else the CPU; stats say which.
+  sa_session_params_init(&p);
+  ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+  const std::vector<int32_t> t = tokenize("hello");
+  int32_t next = -1;
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK) << sa_session_errmsg(s);
+  ASSERT_EQ(sa_decode_step(s, t.back(), &next), SA_OK) << sa_session_errmsg(s);
+  sa_stats st{};
+  st.struct_size = sizeof st;
+  ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
+  EXPECT_EQ(st.backend, cuda_devices > 0 ? SA_BACKEND_CUDA : SA_BACKEND_CPU);
+  EXPECT_EQ(st.kv_type, cuda_devices > 0 ? SA_KV_F16 : SA_KV_F32);
+  sa_session_destroy(s);
+}
+
+TEST_F(api, kv_type_sets_the_bytes_per_token) {
+  const std::vector<int32_t> t = tokenize("hello world");
+  for (int32_t kv : {SA_KV_F32, SA_KV_F16, SA_KV_BF16}) {
+    sa_session_params p;
+    sa_session_params_init(&p);
+    p.backend = SA_BACKEND_CPU;
+    p.kv_type = kv;
+    sa_session* s = nullptr;
+    ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+    ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+    sa_stats st{};
+    st.struct_size = sizeof st;
+    ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
+    const uint64_t elem = kv == SA_KV_F32 ? 4 : 2;
+    EXPECT_EQ(st.kv_bytes_held, 2 * 2 * 2 * 64 * elem * t.size()) << kv;
+    EXPECT_EQ(st.kv_type, kv);
+    sa_session_destroy(s);
+  }
 }
 
 TEST_F(api, destroyed_and_null_handles_are_misuse) {

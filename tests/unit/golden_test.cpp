@@ -1,6 +1,6 @@
 // The shipped model against golden logits written by the PyTorch reference forward, which
 // reads the same GGUF file (models/train/reference.py; format in tests/golden/README.md).
-// Every backend must pass this test.
+// Every backend must pass this test (each compiled one runs it; a missing device is a skip).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends.h"
 #include "model/model.h"
 #include "session/session.h"
 #include "test_util.h"
@@ -59,13 +60,22 @@ std::vector<golden_prompt> goldens(uint32_t* n_vocab) {
   return read_goldens(sa_test::test_data_dir() + "/golden/sa-default-f16.logits", n_vocab);
 }
 
-TEST(golden, f16_model_matches_reference_logits) {
+class golden_on : public ::testing::TestWithParam<sa::backend_kind> {};
+
+INSTANTIATE_TEST_SUITE_P(backends, golden_on, ::testing::ValuesIn(sa_test::compiled_backends()),
+                         sa_test::backend_name());
+
+// Token by token (decode steps: f32 activations on every backend) with an f32 cache.
+TEST_P(golden_on, f16_model_matches_reference_logits) {
+  SA_SKIP_WITHOUT_DEVICE(GetParam());
   uint32_t n_vocab = 0;
   const std::vector<golden_prompt> prompts = goldens(&n_vocab);
   ASSERT_FALSE(prompts.empty());
   const auto m = sa::model::load(model_path("sa-default-f16.gguf"), true);
   ASSERT_EQ(static_cast<uint32_t>(m->hp().n_vocab), n_vocab);
   sa::session_config c;
+  c.backend = GetParam();
+  c.kv_type = sa::dtype::f32;
   c.n_threads = 2;
   double worst = 0;
   for (size_t p = 0; p < prompts.size(); ++p) {

@@ -187,7 +187,11 @@ struct synthetic_head {
     sa::batch_meta m;
     m.n = 1;
     m.n_keys = n_keys;
+    m.kv_bound = n_keys;
     meta.clear();
+    const int32_t len = static_cast<int32_t>(n_keys);
+    m.kv_len = meta.put(std::span<const int32_t>(&len, 1));
+    meta.flush();
     sa_.begin(sa::batch_kind::decode);
     sa_.attend(0, q, kv(), m, out, lse);
     return sa_.head_stats();

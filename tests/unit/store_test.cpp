@@ -1,6 +1,8 @@
 // The session store: resumed sessions continue bitwise-identically to sessions that never
 // stopped; saves are atomic under SIGKILL; bad files, full disks, read-only directories and
 // other models give SA_ERR_STORE and lose nothing saved; sessions save from several threads.
+// These run on the CPU (their children fork, and a forked process cannot use a parent's GPU);
+// sessions saved and resumed on a GPU are in backend_model_test.cpp.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -151,6 +153,7 @@ class store : public ::testing::Test {
                                                nullptr) const {
     sa_session_params p;
     sa_session_params_init(&p);
+    p.backend = SA_BACKEND_CPU;
     p.n_threads = 2;
     p.n_ctx = 2048;
     if (set) set(p);
@@ -341,6 +344,7 @@ TEST_F(store, dense_memory_rewrites_pages_from_its_dirty_watermark) {
                               size_t chunk) {
   sa_session_params p;
   sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CPU;
   p.n_threads = 1;
   p.memory = memory;
   p.n_ctx = 4096;
@@ -395,6 +399,7 @@ TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
   // Reference: the same chunks in one session; logits after every chunk.
   sa_session_params rp;
   sa_session_params_init(&rp);
+  rp.backend = SA_BACKEND_CPU;
   rp.n_threads = 1;
   rp.memory = memory;
   rp.n_ctx = 4096;
@@ -706,6 +711,7 @@ TEST_F(store, read_only_directory_fails_saves_clearly_and_loses_nothing) {
     int code = 0;
     sa_session_params p;
     sa_session_params_init(&p);
+    p.backend = SA_BACKEND_CPU;
     p.n_threads = 1;
     p.store_path = db.c_str();
     p.session_id = "chat";
@@ -842,6 +848,7 @@ TEST_F(store, autosave_after_prefill_and_misuse) {
   // Bad combinations are refused at creation; a session without a store cannot save.
   sa_session_params q;
   sa_session_params_init(&q);
+  q.backend = SA_BACKEND_CPU;
   q.autosave = SA_AUTOSAVE_PREFILL;
   sa_session* x = nullptr;
   EXPECT_EQ(sa_session_create(model_, &q, &x), SA_ERR_INVALID_ARG);
@@ -853,6 +860,7 @@ TEST_F(store, autosave_after_prefill_and_misuse) {
   q.session_id = nullptr;
   EXPECT_EQ(sa_session_create(model_, &q, &x), SA_ERR_INVALID_ARG);
   sa_session_params_init(&q);
+  q.backend = SA_BACKEND_CPU;
   ASSERT_EQ(sa_session_create(model_, &q, &x), SA_OK);
   EXPECT_EQ(sa_session_save(x), SA_ERR_MISUSE);
   sa_session_destroy(x);
@@ -870,6 +878,7 @@ TEST(store_shipped_model, dense_and_cascade_resume_bitwise) {
   for (int memory : {SA_MEMORY_DENSE, SA_MEMORY_CASCADE}) {
     sa_session_params p;
     sa_session_params_init(&p);
+    p.backend = SA_BACKEND_CPU;
     p.n_threads = 2;
     p.memory = memory;
     p.n_sinks = 16;
