@@ -7,6 +7,8 @@
 //   sa-bench sparse         decode tok/s and KV bytes read per step: dense vs query-aware sparsity
 //   sa-bench store          session store: save and resume time and stored bytes per 1K tokens,
 //                           dense (full) and cascade memory (store_bench.cpp)
+//   sa-bench gpu WHAT       GPU speed against the card's measured bandwidth (gpu_bench.h)
+//   sa-bench random-model   a GGUF of random weights in Llama-3.1-8B's shape (random_model.h)
 //
 // Timings are wall-clock medians over repetitions on this machine; run with the machine idle.
 #include <algorithm>
@@ -21,10 +23,15 @@
 
 #include "backend/backend.h"
 #include "backend/step_buffer.h"
+#include "core/error.h"
 #include "memory/cascade_index.h"
+#include "random_model.h"
 #include "sa/sa.h"
 #include "sparse_decode.h"
 #include "store_bench.h"
+#ifdef SA_WITH_CUDA
+#include "gpu_bench.h"
+#endif
 
 namespace {
 
@@ -199,7 +206,8 @@ int memory(const std::string& model_path, int threads, long long max_len) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options opts("sa-bench", "Micro-benchmarks: cache-update | memory | sparse | store");
+  cxxopts::Options opts("sa-bench",
+                        "Micro-benchmarks: cache-update | memory | sparse | store | gpu WHAT | random-model");
   // clang-format off
   opts.add_options()
     ("mode", "cache-update, memory, sparse or store", cxxopts::value<std::string>())
@@ -209,10 +217,20 @@ int main(int argc, char** argv) {
     ("max-len", "memory and store modes: longest stream", cxxopts::value<long long>()->default_value("65536"))
     ("reps", "cache-update and store modes: repetitions", cxxopts::value<int>()->default_value("3"))
     ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
-    ("steps", "sparse mode: decode steps per method", cxxopts::value<int>()->default_value("64"))
+    ("steps", "sparse and gpu decode modes: decode steps", cxxopts::value<int>()->default_value("64"))
+    ("what", "gpu mode: bandwidth, attention, gemv, decode or all", cxxopts::value<std::string>()->default_value("all"))
+    ("device", "gpu mode: CUDA device index", cxxopts::value<int>()->default_value("0"))
+    ("keys", "gpu attention: context lengths", cxxopts::value<std::vector<int>>()->default_value("4096,8192,16384,32768,65536,131072"))
+    ("types", "gpu gemv: weight types", cxxopts::value<std::vector<std::string>>()->default_value("f16,bf16,q8_0,q4_0,q4_k,q6_k"))
+    ("depths", "gpu decode: context depths", cxxopts::value<std::vector<int>>()->default_value("0,8192,32768,131072"))
+    ("batch", "gpu decode: prefill chunk", cxxopts::value<int>()->default_value("2048"))
+    ("json", "gpu mode: append JSON lines to this file", cxxopts::value<std::string>()->default_value(""))
+    ("type", "random-model: weight type", cxxopts::value<std::string>()->default_value("f16"))
+    ("out", "random-model: output file", cxxopts::value<std::string>()->default_value("random-8b.gguf"))
+    ("layers", "random-model: layers (32 for the 8B shape)", cxxopts::value<int>()->default_value("32"))
     ("h,help", "print this help");
   // clang-format on
-  opts.parse_positional({"mode"});
+  opts.parse_positional({"mode", "what"});
   cxxopts::ParseResult args;
   try {
     args = opts.parse(argc, argv);
@@ -236,6 +254,38 @@ int main(int argc, char** argv) {
     return store_bench(args["model"].as<std::string>(), args["threads"].as<int>(),
                        args.count("max-len") ? args["max-len"].as<long long>() : 8192,
                        args["reps"].as<int>());
+  if (mode == "random-model") {
+    try {
+      model_shape shape = llama_8b_shape();
+      shape.n_layers = args["layers"].as<int>();
+      const std::string tn = args["type"].as<std::string>();
+      for (sa::dtype t : {sa::dtype::f32, sa::dtype::f16, sa::dtype::bf16, sa::dtype::q8_0,
+                          sa::dtype::q4_0, sa::dtype::q4_k, sa::dtype::q6_k})
+        if (tn == sa::traits(t).name) return write_random_model(args["out"].as<std::string>(), t, shape);
+      std::fprintf(stderr, "sa-bench: unknown weight type '%s'\n", tn.c_str());
+      return 2;
+    } catch (const sa::error& e) {
+      std::fprintf(stderr, "sa-bench: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (mode == "gpu") {
+#ifdef SA_WITH_CUDA
+    gpu_bench_options o;
+    o.device = args["device"].as<int>();
+    o.lengths = args["keys"].as<std::vector<int>>();
+    o.types = args["types"].as<std::vector<std::string>>();
+    if (args.count("model")) o.model = args["model"].as<std::string>();
+    o.depths = args["depths"].as<std::vector<int>>();
+    o.steps = args["steps"].as<int>();
+    o.batch = args["batch"].as<int>();
+    o.json = args["json"].as<std::string>();
+    return gpu_bench(args["what"].as<std::string>(), o);
+#else
+    std::fprintf(stderr, "sa-bench: this build has no CUDA backend\n");
+    return 2;
+#endif
+  }
   std::fprintf(stderr, "sa-bench: unknown mode '%s'\n", mode.c_str());
   return 2;
 }

@@ -26,6 +26,8 @@
 
 #include <cxxopts.hpp>
 
+#include "common/backend_flag.h"
+
 #include "heatmap.h"
 #include "passkey_prompt.h"
 #include "sa/sa.h"
@@ -137,6 +139,9 @@ int main(int argc, char** argv) {
     ("trials", "prompts per (length, depth bin)", cxxopts::value<int>()->default_value("2"))
     ("seed", "seed of the prompts", cxxopts::value<uint64_t>()->default_value("1"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
+    ("backend", "auto (a CUDA GPU when there is one), cpu or cuda",
+        cxxopts::value<std::string>()->default_value("auto"))
+    ("device", "device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("store", "session store: save each prompt's session after its prefill and answer from the "
         "session resumed from this file (sessions of the same ids are replaced)",
         cxxopts::value<std::string>()->default_value(""))
@@ -170,6 +175,8 @@ int main(int argc, char** argv) {
     }
   const int cache = args["cache"].as<int>(), bins = args["depth-bins"].as<int>();
   const int trials = args["trials"].as<int>(), stride = args["stride"].as<int>();
+  const int32_t backend = backend_from_flag(args["backend"].as<std::string>());
+  if (backend < 0) return 2;
   const long long dense_max = args["dense-max"].as<long long>();
   std::vector<long long> lengths;
   try {
@@ -222,6 +229,8 @@ int main(int argc, char** argv) {
       if (!skip) {
         sa_session_params sp;
         sa_session_params_init(&sp);
+        sp.backend = backend;
+        sp.device = args["device"].as<int>();
         sp.n_threads = args["threads"].as<int>();
         sp.n_batch = stride;
         sp.memory = memory_code(method);

@@ -11,6 +11,8 @@
 
 #include <cxxopts.hpp>
 
+#include "common/backend_flag.h"
+
 #include "sa/sa.h"
 
 namespace {
@@ -46,6 +48,9 @@ int main(int argc, char** argv) {
     ("top-p", "nucleus probability mass; 1 = all", cxxopts::value<float>()->default_value("1"))
     ("seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
+    ("backend", "auto (a CUDA GPU when there is one), cpu or cuda",
+        cxxopts::value<std::string>()->default_value("auto"))
+    ("device", "device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("c,ctx", "context size in tokens; 0 = the model's trained context",
         cxxopts::value<int>()->default_value("0"))
     ("b,batch", "prefill chunk in tokens", cxxopts::value<int>()->default_value("256"))
@@ -85,6 +90,9 @@ int main(int argc, char** argv) {
 
   sa_session_params sp;
   sa_session_params_init(&sp);
+  sp.backend = backend_from_flag(args["backend"].as<std::string>());
+  if (sp.backend < 0) return 2;
+  sp.device = args["device"].as<int>();
   sp.n_threads = args["threads"].as<int>();
   sp.n_ctx = args["ctx"].as<int>();
   sp.n_batch = args["batch"].as<int>();
@@ -167,11 +175,15 @@ int main(int argc, char** argv) {
   const auto t2 = std::chrono::steady_clock::now();
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();
+  sa_stats stats{};
+  stats.struct_size = sizeof stats;
+  sa_session_stats(session, &stats);
   std::fprintf(stderr,
                "prompt: %zu tokens in %.3f s (%.1f tokens/s)   generated: %d tokens in %.3f s "
-               "(%.1f tokens/s)\n",
+               "(%.1f tokens/s)   backend: %s\n",
                tokens.size(), prefill_s, static_cast<double>(tokens.size()) / prefill_s, generated,
-               decode_s, generated > 0 ? (generated - 1) / decode_s : 0.0);
+               decode_s, generated > 0 ? (generated - 1) / decode_s : 0.0,
+               backend_label(stats).c_str());
 
   if (!store.empty() && (st == SA_OK || st == SA_DONE)) {
     // The last token shown joins the history, so a later run continues after it.

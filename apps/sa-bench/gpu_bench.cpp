@@ -1,0 +1,341 @@
+#include "gpu_bench.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/step_buffer.h"
+#include "core/error.h"
+#include "gpu_kernels.h"
+#include "model/model.h"
+#include "quant/quants.h"
+#include "session/session.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct json_out {
+  FILE* f = nullptr;
+  explicit json_out(const std::string& path) {
+    if (!path.empty()) f = std::fopen(path.c_str(), "a");
+  }
+  ~json_out() {
+    if (f) std::fclose(f);
+  }
+  void line(const std::string& s) {
+    if (f) std::fprintf(f, "%s\n", s.c_str());
+  }
+};
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+// Random f32 values as `type` bytes (f16/bf16 caches, weights of any type), on every core.
+std::vector<uint8_t> random_bytes(sa::dtype type, int64_t cols, int64_t rows, float scale, uint64_t seed) {
+  const size_t rb = static_cast<size_t>(sa::row_bytes(type, cols));
+  std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
+  const unsigned nt = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < nt; ++t)
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(seed * 7919 + t);
+      std::normal_distribution<float> d(0.0f, scale);
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = t; r < rows; r += nt) {
+        for (float& x : row) x = d(rng);
+        sa::quantize_row(type, row.data(), out.data() + static_cast<size_t>(r) * rb, cols);
+      }
+    });
+  for (std::thread& t : pool) t.join();
+  return out;
+}
+
+// A fresh key for each measurement: a recording holds the buffers it was made with, so a key
+// must never come back for other buffers.
+uint64_t next_key() {
+  static uint64_t k = 0xBE00000000ull;
+  return ++k;
+}
+
+// Times `calls` calls recorded as one step and replayed; returns seconds per call (median of
+// reps replays).
+double time_recorded(sa::cuda::cuda_backend& be, uint64_t key, int calls,
+                     const std::function<void(int)>& call, int reps = 7) {
+  auto step = [&] {
+    for (int i = 0; i < calls; ++i) call(i);
+  };
+  be.run_step(key, step);  // eager
+  be.run_step(key, step);  // recorded
+  be.synchronize();
+  cudaEvent_t a, b;
+  sa::cuda::check(cudaEventCreate(&a), "cudaEventCreate");
+  sa::cuda::check(cudaEventCreate(&b), "cudaEventCreate");
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    sa::cuda::check(cudaEventRecord(a, be.stream()), "cudaEventRecord");
+    be.run_step(key, step);
+    sa::cuda::check(cudaEventRecord(b, be.stream()), "cudaEventRecord");
+    be.synchronize();
+    float ms = 0;
+    sa::cuda::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    t.push_back(ms * 1e-3 / calls);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double bandwidth(const gpu_bench_options& o, json_out& js) {
+  const bandwidth_figures f = measure_bandwidth(o.device);
+  if (!f.ok) sa::fail(SA_ERR_BACKEND, "the bandwidth measurement failed");
+  std::printf("measured bandwidth: streaming read %.3f TB/s, device copy %.3f TB/s (read + write)\n\n",
+              f.read_tbps, f.copy_tbps);
+  js.line(fmt("{\"bench\":\"bandwidth\",\"read_tbps\":%.4f,\"copy_tbps\":%.4f}", f.read_tbps, f.copy_tbps));
+  return f.read_tbps;
+}
+
+void attention(const gpu_bench_options& o, double bw, json_out& js) {
+  auto be_ptr = sa::make_backend(sa::backend_kind::cuda, o.device, 0);
+  auto& be = dynamic_cast<sa::cuda::cuda_backend&>(*be_ptr);
+  sa::step_buffer meta(be);
+  const int32_t n_heads = 32, n_kv = 8, hd = 128;
+  std::printf("decode attention, 1 row, %d query / %d KV heads x %d, f16 cache (bytes: K + V read once)\n",
+              n_heads, n_kv, hd);
+  std::printf("%8s %10s %10s %9s %10s\n", "keys", "us", "TB/s", "% of bw", "buffers");
+  for (int L : o.lengths) {
+    const double kv_bytes = static_cast<double>(L) * n_kv * hd * 2 * 2;
+    const int n_buf = std::max(2, static_cast<int>(std::ceil(1.5e9 / kv_bytes)));
+    std::vector<sa::buffer_ptr> owned;
+    std::vector<sa::tensor> ks, vs;
+    const std::vector<uint8_t> host = random_bytes(sa::dtype::f16, hd, int64_t{n_kv} * L, 1.0f, 3);
+    for (int b = 0; b < n_buf; ++b)
+      for (int kv = 0; kv < 2; ++kv) {
+        sa::tensor t = sa::new_tensor(be, owned, sa::dtype::f16, hd, int64_t{n_kv} * L);
+        be.upload(*t.buf, 0, host.data(), host.size());
+        (kv == 0 ? ks : vs).push_back(t);
+      }
+    const std::vector<uint8_t> qh = random_bytes(sa::dtype::f32, hd, n_heads, 1.0f, 5);
+    sa::tensor q = sa::new_f32_tensor(be, owned, hd, n_heads);
+    be.upload(*q.buf, 0, qh.data(), qh.size());
+    sa::tensor out = sa::new_f32_tensor(be, owned, hd, n_heads), lse = sa::new_f32_tensor(be, owned, n_heads, 1);
+    meta.clear();
+    const int32_t len = L;
+    const sa::tensor kv_len = meta.put(std::span<const int32_t>(&len, 1));
+    meta.flush();
+    const int calls = std::max(n_buf, 20);
+    const double s = time_recorded(be, next_key(), calls, [&](int i) {
+      const sa::kv_view kv{&ks[static_cast<size_t>(i % n_buf)], &vs[static_cast<size_t>(i % n_buf)], L, 0, nullptr};
+      be.attention(q, kv, n_heads, n_kv, hd, kv_len, L, 1.0f / std::sqrt(128.0f), out, lse, nullptr);
+    });
+    const double tbps = kv_bytes / s / 1e12;
+    std::printf("%8d %10.1f %10.3f %8.1f%% %10d\n", L, s * 1e6, tbps, 100 * tbps / bw, n_buf);
+    js.line(fmt("{\"bench\":\"attention\",\"keys\":%d,\"us\":%.3f,\"tbps\":%.4f,\"fraction_of_bw\":%.4f}", L,
+                s * 1e6, tbps, tbps / bw));
+  }
+  std::printf("\n");
+}
+
+void gemv(const gpu_bench_options& o, double bw, json_out& js) {
+  auto be_ptr = sa::make_backend(sa::backend_kind::cuda, o.device, 0);
+  auto& be = dynamic_cast<sa::cuda::cuda_backend&>(*be_ptr);
+  struct shape {
+    const char* name;
+    int64_t n_in, n_out;
+  };
+  const shape shapes[] = {{"q/o 4096x4096", 4096, 4096},     {"k/v 1024x4096", 4096, 1024},
+                          {"gate/up 14336x4096", 4096, 14336}, {"down 4096x14336", 14336, 4096},
+                          {"lm_head 128256x4096", 4096, 128256}};
+  std::printf("matrix-vector products (decode, 1 row) on Llama-3.1-8B shapes (bytes: the weights)\n");
+  std::printf("%-6s %-20s %10s %9s %10s %9s\n", "type", "shape", "MB", "us", "TB/s", "% of bw");
+  for (const std::string& tn : o.types) {
+    sa::dtype type = sa::dtype::f32;
+    bool found = false;
+    for (sa::dtype t : {sa::dtype::f32, sa::dtype::f16, sa::dtype::bf16, sa::dtype::q8_0, sa::dtype::q4_0,
+                        sa::dtype::q4_k, sa::dtype::q6_k})
+      if (tn == sa::traits(t).name) type = t, found = true;
+    if (!found) sa::fail(SA_ERR_INVALID_ARG, "unknown weight type '%s'", tn.c_str());
+    for (const shape& sh : shapes) {
+      const std::vector<uint8_t> file = random_bytes(type, sh.n_in, sh.n_out, 0.02f, 9);
+      const size_t dev_bytes = be.weight_size(type, sh.n_in, sh.n_out);
+      const int n_buf = std::max(2, static_cast<int>(std::ceil(1.5e9 / static_cast<double>(dev_bytes))));
+      std::vector<sa::buffer_ptr> owned;
+      std::vector<sa::tensor> ws;
+      for (int b = 0; b < n_buf; ++b) {
+        owned.push_back(be.alloc(dev_bytes));
+        be.upload_weight(*owned.back(), 0, file.data(), type, sh.n_in, sh.n_out);
+        sa::tensor t;
+        t.buf = owned.back().get();
+        t.type = type;
+        t.ne[0] = sh.n_in;
+        t.ne[1] = sh.n_out;
+        ws.push_back(t);
+      }
+      const std::vector<uint8_t> xh = random_bytes(sa::dtype::f32, sh.n_in, 1, 1.0f, 1);
+      sa::tensor x = sa::new_f32_tensor(be, owned, sh.n_in, 1), y = sa::new_f32_tensor(be, owned, sh.n_out, 1);
+      be.upload(*x.buf, 0, xh.data(), xh.size());
+      const int calls = std::max(n_buf, 20);
+      const double s = time_recorded(be, next_key(), calls,
+                                     [&](int i) { be.matmul(ws[static_cast<size_t>(i % n_buf)], x, y); });
+      const double bytes = static_cast<double>(sa::row_bytes(type, sh.n_in) * sh.n_out);
+      const double tbps = bytes / s / 1e12;
+      std::printf("%-6s %-20s %10.1f %9.1f %10.3f %8.1f%%\n", tn.c_str(), sh.name, bytes / 1e6, s * 1e6, tbps,
+                  100 * tbps / bw);
+      js.line(fmt("{\"bench\":\"gemv\",\"type\":\"%s\",\"n_in\":%lld,\"n_out\":%lld,\"us\":%.3f,\"tbps\":%.4f,"
+                  "\"fraction_of_bw\":%.4f}",
+                  tn.c_str(), static_cast<long long>(sh.n_in), static_cast<long long>(sh.n_out), s * 1e6, tbps,
+                  tbps / bw));
+    }
+  }
+  std::printf("\n");
+}
+
+// Prefill products on tensor cores: M rows x the 8B shapes, by type, in TFLOP/s.
+void gemm(const gpu_bench_options& o, json_out& js) {
+  auto be_ptr = sa::make_backend(sa::backend_kind::cuda, o.device, 0);
+  auto& be = dynamic_cast<sa::cuda::cuda_backend&>(*be_ptr);
+  struct shape {
+    const char* name;
+    int64_t n_in, n_out;
+  };
+  const shape shapes[] = {{"q/o 4096x4096", 4096, 4096}, {"gate/up 14336x4096", 4096, 14336},
+                          {"down 4096x14336", 14336, 4096}};
+  const int64_t M = o.batch;
+  std::printf("prefill products, %lld rows x Llama-3.1-8B shapes (2 M N K flops)\n", static_cast<long long>(M));
+  std::printf("%-6s %-20s %10s %10s\n", "type", "shape", "us", "TFLOP/s");
+  for (const std::string& tn : o.types) {
+    sa::dtype type = sa::dtype::f32;
+    for (sa::dtype t : {sa::dtype::f32, sa::dtype::f16, sa::dtype::bf16, sa::dtype::q8_0, sa::dtype::q4_0,
+                        sa::dtype::q4_k, sa::dtype::q6_k})
+      if (tn == sa::traits(t).name) type = t;
+    for (const shape& sh : shapes) {
+      const std::vector<uint8_t> file = random_bytes(type, sh.n_in, sh.n_out, 0.02f, 9);
+      std::vector<sa::buffer_ptr> owned;
+      owned.push_back(be.alloc(be.weight_size(type, sh.n_in, sh.n_out)));
+      be.upload_weight(*owned.back(), 0, file.data(), type, sh.n_in, sh.n_out);
+      sa::tensor w;
+      w.buf = owned.back().get();
+      w.type = type;
+      w.ne[0] = sh.n_in;
+      w.ne[1] = sh.n_out;
+      const std::vector<uint8_t> xh = random_bytes(sa::dtype::f32, sh.n_in, M, 1.0f, 2);
+      sa::tensor x = sa::new_f32_tensor(be, owned, sh.n_in, M), y = sa::new_f32_tensor(be, owned, sh.n_out, M);
+      be.upload(*x.buf, 0, xh.data(), xh.size());
+      const double s = time_recorded(be, next_key(), 4, [&](int) { be.matmul(w, x, y); });
+      const double tf = 2.0 * static_cast<double>(M * sh.n_in * sh.n_out) / s / 1e12;
+      std::printf("%-6s %-20s %10.1f %10.1f\n", tn.c_str(), sh.name, s * 1e6, tf);
+      js.line(fmt("{\"bench\":\"gemm\",\"type\":\"%s\",\"m\":%lld,\"n_in\":%lld,\"n_out\":%lld,\"us\":%.2f,\"tflops\":%.2f}",
+                  tn.c_str(), static_cast<long long>(M), static_cast<long long>(sh.n_in),
+                  static_cast<long long>(sh.n_out), s * 1e6, tf));
+    }
+  }
+  std::printf("\n");
+}
+
+// Bytes one decode token must read: every matrix but the input embedding (a row of it), the
+// embedding when it is also the output, and the norms.
+double weight_bytes_per_token(const sa::model& m) {
+  double total = 0;
+  const sa::model_weights& w = m.weights();
+  auto add = [&](const sa::weight& x) {
+    if (x.info) total += static_cast<double>(sa::row_bytes(x.info->type, x.info->ne[0]) * x.info->ne[1] * x.info->ne[2] * x.info->ne[3]);
+  };
+  add(w.output);
+  add(w.output_norm);
+  for (const sa::layer_weights& L : w.layers)
+    for (const sa::weight* x : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
+                                &L.k_norm, &L.ffn_norm, &L.gate, &L.up, &L.down})
+      add(*x);
+  return total;
+}
+
+void decode(const gpu_bench_options& o, double bw, json_out& js) {
+  const auto m = sa::model::load(o.model, true);
+  const sa::hparams& hp = m->hp();
+  const double wbytes = weight_bytes_per_token(*m);
+  const double kv_per_token = 2.0 * hp.n_layers * hp.n_kv_heads * hp.head_dim * 2;  // f16
+  std::printf("decode and prefill, %s (%d layers, %d x %d heads, %.2f GB of weights read per token)\n",
+              o.model.c_str(), hp.n_layers, hp.n_heads, hp.head_dim, wbytes / 1e9);
+  std::printf("%8s %10s %10s %10s %10s %12s %12s\n", "depth", "tok/s", "ms/token", "floor ms", "% floor",
+              "prefill t/s", "prefill s");
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int32_t> tok(300, hp.n_vocab - 3);
+  for (int depth : o.depths) {
+    sa::session_config c;
+    c.backend = sa::backend_kind::cuda;
+    c.device = o.device;
+    c.n_ctx = depth + o.steps + 16;
+    c.n_batch = o.batch;
+    c.kv_type = sa::dtype::f16;
+    sa::session s(m, c);
+    std::vector<int32_t> prompt(static_cast<size_t>(std::max(depth, 1)));
+    for (int32_t& t : prompt) t = tok(rng);
+    const auto p0 = clock_type::now();
+    s.prefill(prompt, nullptr);
+    const double prefill_s = std::chrono::duration<double>(clock_type::now() - p0).count();
+    int32_t next = s.sample();
+    for (int i = 0; i < 2; ++i) s.decode(next, &next);  // warm: the first steps of a bucket record
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < o.steps; ++i) s.decode(next, &next);
+    const double sec = std::chrono::duration<double>(clock_type::now() - t0).count() / o.steps;
+    const double mid = static_cast<double>(prompt.size()) + 2 + o.steps / 2.0;
+    const double floor_s = (wbytes + kv_per_token * mid) / (bw * 1e12);
+    std::printf("%8d %10.1f %10.3f %10.3f %9.1f%% %12.0f %12.2f\n", depth, 1.0 / sec, sec * 1e3, floor_s * 1e3,
+                100 * floor_s / sec, depth > 1 ? depth / prefill_s : 0.0, prefill_s);
+    js.line(fmt("{\"bench\":\"decode\",\"model\":\"%s\",\"depth\":%d,\"tok_s\":%.3f,\"ms\":%.4f,\"floor_ms\":%.4f,"
+                "\"fraction_of_floor\":%.4f,\"prefill_tok_s\":%.1f,\"prefill_s\":%.3f}",
+                o.model.c_str(), depth, 1.0 / sec, sec * 1e3, floor_s * 1e3, floor_s / sec,
+                depth > 1 ? depth / prefill_s : 0.0, prefill_s));
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+int gpu_bench(const std::string& what, const gpu_bench_options& o) {
+  try {
+    std::string why;
+    const std::vector<sa::device_info> devs = sa::list_devices(sa::backend_kind::cuda, &why);
+    if (devs.empty()) {
+      std::fprintf(stderr, "sa-bench gpu: no CUDA device: %s\n", why.c_str());
+      return 1;
+    }
+    const sa::device_info& d = devs[static_cast<size_t>(std::min<int>(o.device, static_cast<int>(devs.size()) - 1))];
+    std::printf("device: %s, %d SMs, %.1f GiB, compute %d.%d\n", d.name.c_str(), d.multiprocessors,
+                static_cast<double>(d.memory_bytes) / (1 << 30), d.compute_major, d.compute_minor);
+    json_out js(o.json);
+    const double bw = bandwidth(o, js);
+    if (what == "attention" || what == "all") attention(o, bw, js);
+    if (what == "gemv" || what == "all") gemv(o, bw, js);
+    if (what == "gemm" || what == "all") gemm(o, js);
+    if (what == "decode" || (what == "all" && !o.model.empty())) decode(o, bw, js);
+    if (what != "attention" && what != "gemv" && what != "gemm" && what != "decode" && what != "all" &&
+        what != "bandwidth") {
+      std::fprintf(stderr, "sa-bench gpu: unknown measurement '%s'\n", what.c_str());
+      return 2;
+    }
+    return 0;
+  } catch (const sa::error& e) {
+    std::fprintf(stderr, "sa-bench gpu: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,29 @@
+// sa-bench gpu: speed on an NVIDIA GPU, every figure against the card's streaming bandwidth
+// measured in the same run (gpu_kernels.cu).
+//
+//   bandwidth   the streaming-read and device-copy bandwidth
+//   attention   decode attention alone, 32 query / 8 KV heads x 128, f16 cache, by context length
+//   gemv        decode matrix-vector products on Llama-3.1-8B shapes, by weight type
+//   gemm        prefill products (--batch rows) on the same shapes, in TFLOP/s
+//   decode      end to end on a model file: decode tokens/s at context depths, against the
+//               bytes floor (weights + KV read once per token / bandwidth), and prefill tokens/s
+//   all         all of the above (decode when --model is given)
+// Memory-bound kernels are timed over buffers rotated past the L2 cache, replayed as one CUDA
+// graph per measurement (medians over repetitions).
+#pragma once
+
+#include <string>
+#include <vector>
+
+struct gpu_bench_options {
+  int device = 0;
+  std::vector<int> lengths = {4096, 8192, 16384, 32768, 65536, 131072};
+  std::vector<std::string> types = {"f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"};
+  std::string model;                            // decode: a GGUF file
+  std::vector<int> depths = {0, 8192, 32768, 131072};
+  int steps = 64;
+  int batch = 2048;                             // prefill chunk
+  std::string json;                             // append JSON lines here
+};
+
+int gpu_bench(const std::string& what, const gpu_bench_options& o);
