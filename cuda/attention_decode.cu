@@ -111,14 +111,27 @@ __device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // The partials come from L2: every load of a lane is issued before its results are used
+  // (a chain of dependent L2 round trips here would cost more than the keys of a short split).
   const int ns = mc->n_splits;
+  constexpr int LSE_PER_LANE = MAX_SPLITS / k_warp;
   for (int g = warp; g < nh; g += k_warps) {
-    float mx = -INFINITY;
-    for (int sp = lane; sp < ns; sp += k_warp) mx = fmaxf(mx, __ldcg(mc->part_lse + g * ns + sp));
+    float lv[LSE_PER_LANE];
+#pragma unroll
+    for (int u = 0; u < LSE_PER_LANE; ++u) {
+      const int sp = lane + u * k_warp;
+      lv[u] = sp < ns ? __ldcg(mc->part_lse + g * ns + sp) : -INFINITY;
+    }
+    float mx = lv[0];
+#pragma unroll
+    for (int u = 1; u < LSE_PER_LANE; ++u) mx = fmaxf(mx, lv[u]);
     mx = warp_max(mx);
     float total = 0.0f;
-    for (int sp = lane; sp < ns; sp += k_warp) {
-      const float w = mx == -INFINITY ? 0.0f : expf(__ldcg(mc->part_lse + g * ns + sp) - mx);
+#pragma unroll
+    for (int u = 0; u < LSE_PER_LANE; ++u) {
+      const int sp = lane + u * k_warp;
+      if (sp >= ns) break;
+      const float w = mx == -INFINITY ? 0.0f : expf(lv[u] - mx);
       sm_w[g * MAX_SPLITS + sp] = w;
       total += w;
     }
@@ -129,24 +142,31 @@ __device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < nh * hd; idx += k_threads) {
-    const int g = idx / hd, d = idx % hd;
-    // Eight loads in flight at a time: the partials come from L2.
-    const float* po = mc->part_o + static_cast<int64_t>(g) * ns * hd + d;
-    float o8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int sp = 0;
-    for (; sp + 8 <= ns; sp += 8) {
-      float v[8];
+  // Four dims per thread (16-byte loads), sixteen splits in flight.
+  const int hd4 = hd / 4;
+  for (int idx = threadIdx.x; idx < nh * hd4; idx += k_threads) {
+    const int g = idx / hd4, d4 = idx % hd4;
+    const float4* po = reinterpret_cast<const float4*>(mc->part_o + static_cast<int64_t>(g) * ns * hd) + d4;
+    const float* w = sm_w + g * MAX_SPLITS;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int sp = 0; sp < ns; sp += 16) {
+      float4 v[16];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = __ldcg(po + static_cast<int64_t>(sp + u) * hd);
+      for (int u = 0; u < 16; ++u)
+        v[u] = sp + u < ns ? __ldcg(po + static_cast<int64_t>(sp + u) * hd4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-      for (int u = 0; u < 8; ++u) o8[u] = fmaf(sm_w[g * MAX_SPLITS + sp + u], v[u], o8[u]);
+      for (int u = 0; u < 16; ++u) {
+        const float wu = sp + u < ns ? w[sp + u] : 0.0f;
+        o.x = fmaf(wu, v[u].x, o.x);
+        o.y = fmaf(wu, v[u].y, o.y);
+        o.z = fmaf(wu, v[u].z, o.z);
+        o.w = fmaf(wu, v[u].w, o.w);
+      }
     }
-    for (; sp < ns; ++sp) o8[0] = fmaf(sm_w[g * MAX_SPLITS + sp], __ldcg(po + static_cast<int64_t>(sp) * hd), o8[0]);
-    const float o = ((o8[0] + o8[1]) + (o8[2] + o8[3])) + ((o8[4] + o8[5]) + (o8[6] + o8[7]));
-    const float total = sm_total[g];
-    mc->out[g * hd + d] = total > 0.0f ? o / total : 0.0f;
-    if (d == 0) mc->lse[g] = total > 0.0f ? sm_max[g] + logf(total) : -INFINITY;
+    const float total = sm_total[g], inv = total > 0.0f ? 1.0f / total : 0.0f;
+    float* out = mc->out + g * hd + 4 * d4;  // a view may start at any float
+    out[0] = o.x * inv, out[1] = o.y * inv, out[2] = o.z * inv, out[3] = o.w * inv;
+    if (d4 == 0) mc->lse[g] = total > 0.0f ? sm_max[g] + logf(total) : -INFINITY;
   }
   if (threadIdx.x == 0) *mc->counter = 0;  // ready for the next launch (or replay)
 }
