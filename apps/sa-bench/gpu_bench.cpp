@@ -1,4 +1,5 @@
 #include "gpu_bench.h"
+#include "random_model.h"
 
 #include <cuda_runtime_api.h>
 
@@ -48,24 +49,26 @@ std::string fmt(const char* f, ...) {
   return buf;
 }
 
-// Random f32 values as `type` bytes (f16/bf16 caches, weights of any type), on every core.
-std::vector<uint8_t> random_bytes(sa::dtype type, int64_t cols, int64_t rows, float scale, uint64_t seed) {
-  const size_t rb = static_cast<size_t>(sa::row_bytes(type, cols));
-  std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
-  const unsigned nt = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < nt; ++t)
-    pool.emplace_back([&, t] {
-      std::mt19937_64 rng(seed * 7919 + t);
-      std::normal_distribution<float> d(0.0f, scale);
-      std::vector<float> row(static_cast<size_t>(cols));
-      for (int64_t r = t; r < rows; r += nt) {
-        for (float& x : row) x = d(rng);
-        sa::quantize_row(type, row.data(), out.data() + static_cast<size_t>(r) * rb, cols);
-      }
-    });
-  for (std::thread& t : pool) t.join();
-  return out;
+
+// The weight type named `name` (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k).
+sa::dtype weight_type(const std::string& name) {
+  for (sa::dtype t : {sa::dtype::f32, sa::dtype::f16, sa::dtype::bf16, sa::dtype::q8_0, sa::dtype::q4_0,
+                      sa::dtype::q4_k, sa::dtype::q6_k})
+    if (name == sa::traits(t).name) return t;
+  sa::fail(SA_ERR_INVALID_ARG, "unknown weight type '%s'", name.c_str());
+}
+
+// A [n_out][n_in] weight of `type` on the device from its file bytes (owned by `owned`).
+sa::tensor device_weight(sa::backend& be, std::vector<sa::buffer_ptr>& owned, sa::dtype type, int64_t n_in,
+                         int64_t n_out, const std::vector<uint8_t>& file) {
+  owned.push_back(be.alloc(be.weight_size(type, n_in, n_out)));
+  be.upload_weight(*owned.back(), 0, file.data(), type, n_in, n_out);
+  sa::tensor t;
+  t.buf = owned.back().get();
+  t.type = type;
+  t.ne[0] = n_in;
+  t.ne[1] = n_out;
+  return t;
 }
 
 // A fresh key for each measurement: a recording holds the buffers it was made with, so a key
@@ -126,14 +129,14 @@ void attention(const gpu_bench_options& o, double bw, json_out& js) {
     const int n_buf = std::max(2, static_cast<int>(std::ceil(1.5e9 / kv_bytes)));
     std::vector<sa::buffer_ptr> owned;
     std::vector<sa::tensor> ks, vs;
-    const std::vector<uint8_t> host = random_bytes(sa::dtype::f16, hd, int64_t{n_kv} * L, 1.0f, 3);
+    const std::vector<uint8_t> host = random_matrix(sa::dtype::f16, hd, int64_t{n_kv} * L, 1.0f, 3);
     for (int b = 0; b < n_buf; ++b)
       for (int kv = 0; kv < 2; ++kv) {
         sa::tensor t = sa::new_tensor(be, owned, sa::dtype::f16, hd, int64_t{n_kv} * L);
         be.upload(*t.buf, 0, host.data(), host.size());
         (kv == 0 ? ks : vs).push_back(t);
       }
-    const std::vector<uint8_t> qh = random_bytes(sa::dtype::f32, hd, n_heads, 1.0f, 5);
+    const std::vector<uint8_t> qh = random_matrix(sa::dtype::f32, hd, n_heads, 1.0f, 5);
     sa::tensor q = sa::new_f32_tensor(be, owned, hd, n_heads);
     be.upload(*q.buf, 0, qh.data(), qh.size());
     sa::tensor out = sa::new_f32_tensor(be, owned, hd, n_heads), lse = sa::new_f32_tensor(be, owned, n_heads, 1);
@@ -167,29 +170,15 @@ void gemv(const gpu_bench_options& o, double bw, json_out& js) {
   std::printf("matrix-vector products (decode, 1 row) on Llama-3.1-8B shapes (bytes: the weights)\n");
   std::printf("%-6s %-20s %10s %9s %10s %9s\n", "type", "shape", "MB", "us", "TB/s", "% of bw");
   for (const std::string& tn : o.types) {
-    sa::dtype type = sa::dtype::f32;
-    bool found = false;
-    for (sa::dtype t : {sa::dtype::f32, sa::dtype::f16, sa::dtype::bf16, sa::dtype::q8_0, sa::dtype::q4_0,
-                        sa::dtype::q4_k, sa::dtype::q6_k})
-      if (tn == sa::traits(t).name) type = t, found = true;
-    if (!found) sa::fail(SA_ERR_INVALID_ARG, "unknown weight type '%s'", tn.c_str());
+    const sa::dtype type = weight_type(tn);
     for (const shape& sh : shapes) {
-      const std::vector<uint8_t> file = random_bytes(type, sh.n_in, sh.n_out, 0.02f, 9);
+      const std::vector<uint8_t> file = random_matrix(type, sh.n_in, sh.n_out, 0.02f, 9);
       const size_t dev_bytes = be.weight_size(type, sh.n_in, sh.n_out);
       const int n_buf = std::max(2, static_cast<int>(std::ceil(1.5e9 / static_cast<double>(dev_bytes))));
       std::vector<sa::buffer_ptr> owned;
       std::vector<sa::tensor> ws;
-      for (int b = 0; b < n_buf; ++b) {
-        owned.push_back(be.alloc(dev_bytes));
-        be.upload_weight(*owned.back(), 0, file.data(), type, sh.n_in, sh.n_out);
-        sa::tensor t;
-        t.buf = owned.back().get();
-        t.type = type;
-        t.ne[0] = sh.n_in;
-        t.ne[1] = sh.n_out;
-        ws.push_back(t);
-      }
-      const std::vector<uint8_t> xh = random_bytes(sa::dtype::f32, sh.n_in, 1, 1.0f, 1);
+      for (int b = 0; b < n_buf; ++b) ws.push_back(device_weight(be, owned, type, sh.n_in, sh.n_out, file));
+      const std::vector<uint8_t> xh = random_matrix(sa::dtype::f32, sh.n_in, 1, 1.0f, 1);
       sa::tensor x = sa::new_f32_tensor(be, owned, sh.n_in, 1), y = sa::new_f32_tensor(be, owned, sh.n_out, 1);
       be.upload(*x.buf, 0, xh.data(), xh.size());
       const int calls = std::max(n_buf, 20);
@@ -222,21 +211,12 @@ void gemm(const gpu_bench_options& o, json_out& js) {
   std::printf("prefill products, %lld rows x Llama-3.1-8B shapes (2 M N K flops)\n", static_cast<long long>(M));
   std::printf("%-6s %-20s %10s %10s\n", "type", "shape", "us", "TFLOP/s");
   for (const std::string& tn : o.types) {
-    sa::dtype type = sa::dtype::f32;
-    for (sa::dtype t : {sa::dtype::f32, sa::dtype::f16, sa::dtype::bf16, sa::dtype::q8_0, sa::dtype::q4_0,
-                        sa::dtype::q4_k, sa::dtype::q6_k})
-      if (tn == sa::traits(t).name) type = t;
+    const sa::dtype type = weight_type(tn);
     for (const shape& sh : shapes) {
-      const std::vector<uint8_t> file = random_bytes(type, sh.n_in, sh.n_out, 0.02f, 9);
+      const std::vector<uint8_t> file = random_matrix(type, sh.n_in, sh.n_out, 0.02f, 9);
       std::vector<sa::buffer_ptr> owned;
-      owned.push_back(be.alloc(be.weight_size(type, sh.n_in, sh.n_out)));
-      be.upload_weight(*owned.back(), 0, file.data(), type, sh.n_in, sh.n_out);
-      sa::tensor w;
-      w.buf = owned.back().get();
-      w.type = type;
-      w.ne[0] = sh.n_in;
-      w.ne[1] = sh.n_out;
-      const std::vector<uint8_t> xh = random_bytes(sa::dtype::f32, sh.n_in, M, 1.0f, 2);
+      const sa::tensor w = device_weight(be, owned, type, sh.n_in, sh.n_out, file);
+      const std::vector<uint8_t> xh = random_matrix(sa::dtype::f32, sh.n_in, M, 1.0f, 2);
       sa::tensor x = sa::new_f32_tensor(be, owned, sh.n_in, M), y = sa::new_f32_tensor(be, owned, sh.n_out, M);
       be.upload(*x.buf, 0, xh.data(), xh.size());
       const double s = time_recorded(be, next_key(), 4, [&](int) { be.matmul(w, x, y); });

@@ -9,25 +9,15 @@
 
 #include "gguf/gguf_writer.h"
 #include "quant/quants.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/unicode.h"
 
 namespace {
 
 // GPT-2's byte -> code point map, encoded as UTF-8 (the byte tokens of a byte-level BPE vocab).
 std::string byte_token(int b) {
-  auto printable = [](int x) { return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255); };
-  int cp = b;
-  if (!printable(b)) {
-    int n = 0;
-    for (int x = 0; x < b; ++x) n += !printable(x);
-    cp = 256 + n;
-  }
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  sa::unicode::append_utf8(s, sa::bpe_byte_to_cp(static_cast<uint8_t>(b)));
   return s;
 }
 
@@ -38,8 +28,9 @@ uint64_t splitmix(uint64_t& x) {
   return z ^ (z >> 31);
 }
 
-// A [rows][cols] matrix of uniform values in [-a, a] (std a / sqrt 3), quantized row by row on
-// every core.
+
+}  // namespace
+
 std::vector<uint8_t> random_matrix(sa::dtype type, int64_t cols, int64_t rows, float a, uint64_t seed) {
   const size_t rb = static_cast<size_t>(sa::row_bytes(type, cols));
   std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
@@ -57,8 +48,6 @@ std::vector<uint8_t> random_matrix(sa::dtype type, int64_t cols, int64_t rows, f
   for (std::thread& t : pool) t.join();
   return out;
 }
-
-}  // namespace
 
 model_shape llama_8b_shape() { return model_shape{}; }
 

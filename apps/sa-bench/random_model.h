@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -15,6 +16,10 @@ struct model_shape {
 };
 
 model_shape llama_8b_shape();
+
+// A [rows][cols] matrix of uniform values in [-a, a] (std a / sqrt 3) as `type` bytes, quantized
+// row by row on every core; the same seed gives the same bytes.
+std::vector<uint8_t> random_matrix(sa::dtype type, int64_t cols, int64_t rows, float a, uint64_t seed);
 
 // Writes the model to path with every matrix in `type`; 0 on success (throws sa::error).
 int write_random_model(const std::string& path, sa::dtype type, const model_shape& s);

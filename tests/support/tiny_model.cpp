@@ -6,6 +6,8 @@
 #include <random>
 
 #include "gguf/gguf_writer.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/unicode.h"
 
 namespace sa_test {
 
@@ -13,20 +15,8 @@ namespace {
 
 // GPT-2's byte -> code point map, encoded as UTF-8.
 std::string byte_token(int b) {
-  int cp = b;
-  if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
-    int n = 0;
-    for (int x = 0; x < b; ++x)
-      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) ++n;
-    cp = 256 + n;
-  }
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  sa::unicode::append_utf8(s, sa::bpe_byte_to_cp(static_cast<uint8_t>(b)));
   return s;
 }
 
