@@ -11,26 +11,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/weight_layout.h"
+
 namespace sa::cuda {
 
 // ---- element and weight types ------------------------------------------------------------
 // Codes shared with the host (values are the ggml type ids, as sa::dtype).
 enum class etype : uint32_t { f32 = 0, f16 = 1, q4_0 = 2, q8_0 = 8, q4_k = 12, q6_k = 14, bf16 = 30 };
 
-// A weight matrix [rows][cols] in device memory, in the backend's layout. Float types and Q4_K
-// keep the file's layout (Q4_K's 144-byte blocks are 16-byte aligned); Q8_0, Q4_0 and Q6_K are
-// split into planes so that every load is 16-byte aligned:
-//   q8_0  qs [rows][cols] i8 | d [rows][cols/32] f16
-//   q4_0  qs [rows][cols/2] u8 (per 32-block: byte j = element j | element j+16 << 4)
-//         | d [rows][cols/32] f16
-//   q6_k  ql [rows][cols/2] | qh [rows][cols/4] | sc [rows][cols/16] i8 | d [rows][cols/256] f16
-//         (per 256-block the bytes of the file's ql[128], qh[64], scales[16], d)
-// Each plane starts at a multiple of 256 bytes from the weight's base.
-struct weight_planes {
-  size_t offset[4] = {0, 0, 0, 0};  // plane starts from the base
-  size_t bytes = 0;                 // total
-};
-weight_planes planes_of(etype type, int64_t cols, int64_t rows);
+// A weight matrix [rows][cols] in device memory, in the GPU layout of
+// sdk/backend/weight_layout.h (planes of quants and scales for Q8_0, Q4_0 and Q6_K).
+inline weight_planes planes_of(etype type, int64_t cols, int64_t rows) {
+  return device_weight_planes(static_cast<dtype>(type), cols, rows);
+}
 
 struct weight_ref {
   const uint8_t* base = nullptr;
@@ -86,8 +79,6 @@ cudaError_t launch_merge_attention(float* out, float* lse, const float* out_b, c
 // out[i][:] = row ids[i] of table [n_vocab][d], dequantized exactly as the CPU does.
 cudaError_t launch_embed(const weight_ref& table, const int32_t* ids, int64_t n, float* out,
                          cudaStream_t s);
-// A weight in the file's layout -> the backend's (host side, for uploads): see weight_planes.
-void repack_weight(etype type, const uint8_t* file, int64_t cols, int64_t rows, uint8_t* out);
 
 // ---- products (gemv_quant.cu, gemm_mma.cu) -----------------------------------------------------
 enum class epilogue : int32_t {

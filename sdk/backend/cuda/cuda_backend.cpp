@@ -189,14 +189,14 @@ void cuda_backend::synchronize() {
 }
 
 size_t cuda_backend::weight_size(dtype type, int64_t cols, int64_t rows) const {
-  return planes_of(etype_of(type), cols, rows).bytes;
+  return device_weight_planes(type, cols, rows).bytes;
 }
 
 void cuda_backend::upload_weight(buffer& dst, size_t offset, const void* file_bytes, dtype type,
                                  int64_t cols, int64_t rows) {
   const size_t bytes = weight_size(type, cols, rows);
   std::vector<uint8_t> host(bytes, 0);
-  repack_weight(etype_of(type), static_cast<const uint8_t*>(file_bytes), cols, rows, host.data());
+  repack_weight(type, static_cast<const uint8_t*>(file_bytes), cols, rows, host.data());
   auto* b = dynamic_cast<cuda_buffer*>(&dst);
   if (!b || offset > b->size() || bytes > b->size() - offset)
     fail(SA_ERR_INTERNAL, "cuda backend: weight of %zu bytes at %zu outside its buffer", bytes, offset);
