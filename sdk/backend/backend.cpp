@@ -8,6 +8,9 @@
 #ifdef SA_WITH_CUDA
 #include "backend/cuda/cuda_entry.h"
 #endif
+#ifdef SA_WITH_VULKAN
+#include "backend/vulkan/vulkan_entry.h"
+#endif
 
 namespace sa {
 
@@ -42,6 +45,12 @@ bool backend_compiled(backend_kind kind) {
 #else
       return false;
 #endif
+    case backend_kind::vulkan:
+#ifdef SA_WITH_VULKAN
+      return true;
+#else
+      return false;
+#endif
   }
   return false;
 }
@@ -66,6 +75,14 @@ std::vector<device_info> list_devices(backend_kind kind, std::string* why_none) 
       if (why_none) *why_none = "this build of sa has no CUDA backend (built with SA_CUDA=OFF or without nvcc)";
       return {};
 #endif
+    case backend_kind::vulkan:
+#ifdef SA_WITH_VULKAN
+      return vk::list_devices(why_none);
+#else
+      if (why_none)
+        *why_none = "this build of sa has no Vulkan backend (built with SA_VULKAN=OFF or without the Vulkan headers and glslc)";
+      return {};
+#endif
   }
   return {};
 }
@@ -80,6 +97,16 @@ std::unique_ptr<backend> make_backend(backend_kind kind, int32_t device, int32_t
       (void)device;
       fail(SA_ERR_UNSUPPORTED,
            "the CUDA backend is not compiled into this build (built with SA_CUDA=OFF or without nvcc)");
+#endif
+    }
+    case backend_kind::vulkan: {
+#ifdef SA_WITH_VULKAN
+      return vk::make_backend(device);
+#else
+      (void)device;
+      fail(SA_ERR_UNSUPPORTED,
+           "the Vulkan backend is not compiled into this build (built with SA_VULKAN=OFF or without "
+           "the Vulkan headers and glslc)");
 #endif
     }
   }

@@ -2,8 +2,9 @@
 // of the forward pass as calls on the backend.
 //
 // The CPU backend (sdk/backend/cpu/) implements every op in plain loops and is the reference
-// that the CUDA backend (sdk/backend/cuda/, kernels in cuda/) is checked against, op by op,
-// with the same calls (tests/unit/ops_test.cpp runs every op on every compiled backend).
+// that the CUDA backend (sdk/backend/cuda/, kernels in cuda/) and the Vulkan backend
+// (sdk/backend/vulkan/, shaders in shaders/) are checked against, op by op, with the same calls
+// (tests/unit/ops_test.cpp runs every op on every compiled backend).
 //
 // Made for devices:
 //   - Ops are enqueued: a device backend runs them asynchronously, in call order, on its own
@@ -12,7 +13,8 @@
 //     device memory: ops take it as i32 tensors, uploaded once per batch through a
 //     step_buffer, never as host arrays. Host integers that ops still take are launch shapes
 //     (counts, upper bounds), which is what lets one recorded step replay with other values.
-//   - run_step() records a step once per shape key and replays it (a CUDA graph).
+//   - run_step() records a step once per shape key and replays it (a CUDA graph, a Vulkan
+//     command buffer).
 //
 // Conventions: activations are f32; weights may be any weight dtype; K/V caches are f32, f16
 // or bf16 (the session's kv_type); metadata is i32. Tensors are row-major with ne[0] the
@@ -137,7 +139,8 @@ struct device_info {
   uint64_t memory_bytes = 0;   // total device memory (host: physical memory)
   uint64_t free_bytes = 0;     // free now
   int32_t compute_major = 0, compute_minor = 0;  // CUDA compute capability; 0 elsewhere
-  int32_t multiprocessors = 0; // SMs (CUDA), cores (CPU)
+  int32_t multiprocessors = 0; // SMs (CUDA), cores (CPU); 0 where the API does not say (Vulkan)
+  bool software = false;       // a GPU API run by the CPU (Mesa's lavapipe): never chosen by AUTO
 };
 
 class backend {
@@ -189,6 +192,12 @@ class backend {
     (void)key;
     enqueue();
   }
+  // Steps run eagerly, recorded and replayed so far (for tests and benchmarks; all zero on a
+  // backend that does not record).
+  struct step_counts {
+    uint64_t eager = 0, recorded = 0, replayed = 0;
+  };
+  virtual step_counts steps() const { return {}; }
 
   // ---- ops --------------------------------------------------------------------------------
   // out[i][:] = row ids[i] of table, dequantized. table [n_vocab][d] a weight; ids i32 [n];
@@ -315,7 +324,7 @@ tensor new_f32_tensor(backend& be, std::vector<buffer_ptr>& owned, int64_t cols,
 tensor new_tensor(backend& be, std::vector<buffer_ptr>& owned, dtype type, int64_t cols,
                   int64_t rows);
 
-enum class backend_kind { cpu, cuda };
+enum class backend_kind { cpu, cuda, vulkan };
 
 // A backend of the given kind on device `device` (CPU: ignored); n_threads 0 = one per core
 // (CPU). Throws SA_ERR_UNSUPPORTED for kinds not compiled in or devices not present, with a

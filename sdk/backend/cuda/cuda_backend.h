@@ -103,11 +103,7 @@ class cuda_backend final : public backend {
   void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
               const tensor& token) override;
 
-  // Steps recorded and replayed so far (for tests and benchmarks).
-  struct step_counts {
-    uint64_t eager = 0, recorded = 0, replayed = 0;
-  };
-  step_counts steps() const { return counts_; }
+  step_counts steps() const override { return counts_; }
   cudaStream_t stream() const { return stream_; }
 
  private:

@@ -1,0 +1,274 @@
+// Attention on the Vulkan backend: dense attention with log-sum-exp (decode rows and prefill
+// chunks), partial attention over key sets, the merge of partials, key probes and the per-key
+// attention mass (shaders/attention*.comp, attention*.glsl).
+//
+// attention and attention_sets run one split kernel (attention_split.glsl): a workgroup per
+// (split of the keys, KV head x chunk of its query heads, block of rows), so every K/V byte is
+// read once per GQA group (and per block of rows), then, with more than one split, a combine
+// pass (attention_combine.comp) that merges the splits' partials with their lse. The split
+// count is a function of launch shapes only (kv_bound or the largest set, rows, heads), never
+// of the lengths, so a recorded step replays for any lengths within its bounds; the partials
+// live in scratch slots 2 (outputs) and 3 (lse). Prefill chunks run the same kernel with blocks
+// of up to 8 (rows x heads) query vectors per workgroup. The key mass is a pass after the
+// attention (attention_mass.comp), as it needs the final lse.
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/vulkan/vulkan_backend.h"
+#include "core/error.h"
+
+namespace sa::vk {
+
+namespace {
+
+// The push constants of shaders/attention_split.glsl (attention_*, attention_sets_*), field for
+// field: 8 addresses, then 12 scalars (112 bytes).
+struct split_pc {
+  uint64_t q, k, v, lens, rows, log_w, dst_o, dst_lse;
+  uint32_t n, n_heads, group, head_dim, k_cap, v_cap;
+  float scale;
+  uint32_t splits, hb, rb, bound, flags;
+};
+
+// The push constants of shaders/attention_combine.comp: 4 addresses, 3 scalars.
+struct combine_pc {
+  uint64_t part_o, part_lse, out, lse;
+  uint32_t items, splits, head_dim;
+};
+
+// The push constants of shaders/attention_merge.comp: 4 addresses, 2 scalars.
+struct merge_pc {
+  uint64_t out, lse, out_b, lse_b;
+  uint32_t items, head_dim;
+};
+
+// The push constants of shaders/attention_mass.comp: 6 addresses, 8 scalars.
+struct mass_pc {
+  uint64_t q, k, kv_len, lse, w, mass;
+  uint32_t n, n_heads, group, head_dim, k_cap, n_keys;
+  float scale;
+  uint32_t bound;
+};
+
+// The push constants of shaders/attention_probe.comp: 7 addresses, 6 scalars.
+struct probe_pc {
+  uint64_t q, k, v, offsets, slots, scores, vnorm2;
+  uint32_t items, group, n_heads, head_dim, cap;
+  float scale;
+};
+
+static_assert(sizeof(split_pc) == 112 && sizeof(mass_pc) == 80 && sizeof(probe_pc) == 80);
+
+constexpr int64_t k_vectors = 8;          // attention.comp's GMAX: query vectors per workgroup
+constexpr int64_t k_max_head_dim = 256;   // attention_split.glsl's MAX_DIM
+constexpr int64_t k_max_splits = 64;
+constexpr int64_t k_split_keys = 512;     // keys per split at least (four tiles of 128)
+constexpr int64_t k_target_groups = 512;  // workgroups a split launch aims at (a GPU's fill)
+constexpr int64_t k_grid = 65535;         // workgroups per grid dimension
+constexpr int64_t k_max_index = int64_t{1} << 32;  // element indices stay 32-bit in the shaders
+constexpr size_t k_slot_o = 2, k_slot_lse = 3;
+
+uint32_t u32(int64_t x) { return static_cast<uint32_t>(x); }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+shader by_type(dtype t, shader f32, shader f16, shader bf16) {
+  switch (t) {
+    case dtype::f32: return f32;
+    case dtype::f16: return f16;
+    case dtype::bf16: return bf16;
+    default: break;
+  }
+  fail(SA_ERR_INTERNAL, "attention: a cache of type %s", traits(t).name);
+}
+
+// Checks what every attention op shares; returns the query rows.
+int64_t check_problem(const char* op, const tensor& q, const kv_view& kv, int32_t n_heads,
+                      int32_t n_kv_heads, int32_t head_dim, int64_t v_capacity) {
+  if (!kv.k || !kv.v || kv.k->type != kv.v->type ||
+      (kv.k->type != dtype::f32 && kv.k->type != dtype::f16 && kv.k->type != dtype::bf16))
+    fail(SA_ERR_INTERNAL, "%s: K and V caches of types %s and %s", op,
+         kv.k ? traits(kv.k->type).name : "-", kv.v ? traits(kv.v->type).name : "-");
+  if (head_dim % 8 != 0 || head_dim < 8 || head_dim > k_max_head_dim || n_kv_heads < 1 ||
+      n_heads < n_kv_heads || n_heads % n_kv_heads != 0)
+    fail(SA_ERR_UNSUPPORTED,
+         "the Vulkan backend runs attention for head_dim a multiple of 8 up to %lld and whole GQA "
+         "groups (this call: head_dim %d, %d query over %d KV heads)",
+         static_cast<long long>(k_max_head_dim), head_dim, n_heads, n_kv_heads);
+  const int64_t per_row = int64_t{n_heads} * head_dim;
+  if (q.type != dtype::f32 || q.elements() % per_row != 0)
+    fail(SA_ERR_INTERNAL, "%s: q of %lld elements for rows of %lld", op,
+         static_cast<long long>(q.elements()), static_cast<long long>(per_row));
+  if (kv.capacity < 0 || kv.k->elements() < int64_t{n_kv_heads} * kv.capacity * head_dim ||
+      kv.v->elements() < int64_t{n_kv_heads} * v_capacity * head_dim)
+    fail(SA_ERR_INTERNAL, "%s: caches smaller than %d heads of %lld (values %lld) rows", op, n_kv_heads,
+         static_cast<long long>(kv.capacity), static_cast<long long>(v_capacity));
+  return q.elements() / per_row;
+}
+
+void check_outputs(const char* op, int64_t n, int32_t n_heads, int32_t head_dim, const tensor& out,
+                   const tensor& lse) {
+  if (out.type != dtype::f32 || lse.type != dtype::f32 || out.elements() < n * n_heads * head_dim ||
+      lse.elements() < n * n_heads)
+    fail(SA_ERR_INTERNAL, "%s: out or lse smaller than %lld rows of %d heads", op,
+         static_cast<long long>(n), n_heads);
+}
+
+// Splits of the keys per workgroup of `groups`, for key spans up to `bound`: enough
+// workgroups to fill a GPU, at least k_split_keys keys each.
+int64_t split_count(int64_t groups, int64_t bound) {
+  if (bound <= k_split_keys) return 1;
+  const int64_t want = std::max<int64_t>(1, k_target_groups / std::max<int64_t>(groups, 1));
+  return std::min({want, ceil_div(bound, k_split_keys), k_max_splits});
+}
+
+// The split kernel (dense or sets, pc's shape fields already set) and, with more than one
+// split, the combine pass. items = n * n_heads.
+void run_split(vulkan_backend& be, shader s, split_pc pc, int64_t n, int64_t items,
+                      int64_t n_kv_heads, int64_t chunks, int64_t splits, const tensor& out,
+                      const tensor& lse) {
+  const int64_t blocks = ceil_div(n, pc.rb);
+  if (n_kv_heads * chunks > k_grid) fail(SA_ERR_UNSUPPORTED, "attention: %lld KV heads x %lld head chunks",
+                                         static_cast<long long>(n_kv_heads), static_cast<long long>(chunks));
+  if (items * splits * pc.head_dim >= k_max_index)
+    fail(SA_ERR_UNSUPPORTED, "attention: %lld partials of %u", static_cast<long long>(items * splits), pc.head_dim);
+  pc.splits = u32(splits);
+  if (splits == 1) {
+    pc.dst_o = be.addr(out);
+    pc.dst_lse = be.addr(lse);
+    be.dispatch(s, pc, 1, u32(n_kv_heads * chunks), u32(std::min(blocks, k_grid)));
+    return;
+  }
+  const size_t parts = static_cast<size_t>(items * splits);
+  pc.dst_o = be.scratch(k_slot_o, parts * pc.head_dim * sizeof(float));
+  pc.dst_lse = be.scratch(k_slot_lse, parts * sizeof(float));
+  be.dispatch(s, pc, u32(splits), u32(n_kv_heads * chunks), u32(std::min(blocks, k_grid)));
+  const combine_pc cp{pc.dst_o, pc.dst_lse, be.addr(out), be.addr(lse), u32(items), u32(splits), pc.head_dim};
+  be.dispatch(shader::attention_combine, cp, u32(std::min(items, k_grid)));
+}
+
+}  // namespace
+
+void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                               int32_t head_dim, const tensor& kv_len, int64_t kv_bound, float scale,
+                               const tensor& out, const tensor& lse, const key_mass* mass) {
+  const int64_t v_capacity = kv.v_capacity ? kv.v_capacity : kv.capacity;
+  const int64_t n = check_problem("attention", q, kv, n_heads, n_kv_heads, head_dim, v_capacity);
+  check_outputs("attention", n, n_heads, head_dim, out, lse);
+  if (kv_len.elements() != n)
+    fail(SA_ERR_INTERNAL, "attention: %lld lengths for %lld rows", static_cast<long long>(kv_len.elements()),
+         static_cast<long long>(n));
+  if (kv_bound < 0) fail(SA_ERR_INTERNAL, "attention: kv_bound %lld", static_cast<long long>(kv_bound));
+  const int64_t bound = std::min(kv_bound, kv.capacity);  // lengths are clamped to it on the device
+  if (mass && (!mass->row_weights || !mass->mass || mass->row_weights->type != dtype::f32 ||
+               mass->row_weights->elements() != n || mass->n_keys < 0 || mass->n_keys > kv.capacity ||
+               mass->mass->type != dtype::f32 || mass->mass->elements() < mass->n_keys * n_heads))
+    fail(SA_ERR_INTERNAL, "attention: key mass buffers do not match the batch");
+  if (n == 0) return;
+
+  const int64_t group = n_heads / n_kv_heads;
+  const int64_t chunks = ceil_div(group, k_vectors);
+  const int64_t hb = ceil_div(group, chunks);
+  const int64_t rb = std::min(n, std::max<int64_t>(1, k_vectors / hb));
+  const int64_t groups = int64_t{n_kv_heads} * chunks * ceil_div(n, rb);
+  const int64_t splits = split_count(groups, bound);
+  const dtype type = kv.k->type;
+  split_pc pc{};
+  pc.q = addr(q);
+  pc.k = addr(*kv.k);
+  pc.v = addr(*kv.v);
+  pc.lens = ints(kv_len);
+  pc.rows = kv.v_rows ? ints(*kv.v_rows) : pc.lens;  // unread without flags & 1
+  pc.log_w = pc.q;                                    // unread (sets only)
+  pc.n = u32(n);
+  pc.n_heads = u32(n_heads);
+  pc.group = u32(group);
+  pc.head_dim = u32(head_dim);
+  pc.k_cap = u32(kv.capacity);
+  pc.v_cap = u32(v_capacity);
+  pc.scale = scale;
+  pc.hb = u32(hb);
+  pc.rb = u32(rb);
+  pc.bound = u32(bound);
+  pc.flags = kv.v_rows ? 1u : 0u;
+  run_split(*this, by_type(type, shader::attention_f32, shader::attention_f16, shader::attention_bf16), pc, n,
+            n * n_heads, n_kv_heads, chunks, splits, out, lse);
+
+  if (mass && mass->n_keys > 0) {
+    const mass_pc mp{addr(q), addr(*kv.k), ints(kv_len), addr(lse), addr(*mass->row_weights), addr(*mass->mass),
+                     u32(n), u32(n_heads), u32(group), u32(head_dim), u32(kv.capacity), u32(mass->n_keys),
+                     scale, u32(bound)};
+    dispatch(by_type(type, shader::attention_mass_f32, shader::attention_mass_f16, shader::attention_mass_bf16),
+             mp, u32(std::min(ceil_div(mass->n_keys, 128), k_grid)), u32(n_heads));
+  }
+}
+
+void vulkan_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                    int32_t head_dim, const key_sets& sets, float scale, const tensor& out,
+                                    const tensor& lse) {
+  if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_sets: values must sit at the keys' rows");
+  const int64_t n = check_problem("attention_sets", q, kv, n_heads, n_kv_heads, head_dim, kv.capacity);
+  check_outputs("attention_sets", n, n_heads, head_dim, out, lse);
+  const int64_t items = n * n_heads;
+  if (!sets.offsets || !sets.slots || sets.offsets->elements() != items + 1 || sets.largest < 0 ||
+      (sets.log_weights && sets.log_weights->type != dtype::f32))
+    fail(SA_ERR_INTERNAL, "attention_sets: %lld offsets for %lld items",
+         static_cast<long long>(sets.offsets ? sets.offsets->elements() : 0), static_cast<long long>(items));
+  if (n == 0) return;
+
+  const int64_t group = n_heads / n_kv_heads;
+  const int64_t splits = split_count(items, sets.largest);
+  split_pc pc{};
+  pc.q = addr(q);
+  pc.k = addr(*kv.k);
+  pc.v = addr(*kv.v);
+  pc.lens = ints(*sets.offsets);
+  pc.rows = ints(*sets.slots);
+  pc.log_w = sets.log_weights ? addr(*sets.log_weights) : pc.q;  // unread without flags & 1
+  pc.n = u32(n);
+  pc.n_heads = u32(n_heads);
+  pc.group = u32(group);
+  pc.head_dim = u32(head_dim);
+  pc.k_cap = u32(kv.capacity);
+  pc.v_cap = u32(kv.capacity);
+  pc.scale = scale;
+  pc.hb = 1;
+  pc.rb = 1;
+  pc.bound = u32(sets.largest);
+  pc.flags = sets.log_weights ? 1u : 0u;
+  run_split(*this,
+            by_type(kv.k->type, shader::attention_sets_f32, shader::attention_sets_f16, shader::attention_sets_bf16),
+            pc, n, items, n_kv_heads, group, splits, out, lse);
+}
+
+void vulkan_backend::merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
+                                     const tensor& lse_b) {
+  const int64_t items = lse.elements();
+  if (lse_b.elements() != items || out.elements() != out_b.elements() || out.type != dtype::f32 ||
+      out_b.type != dtype::f32 || lse.type != dtype::f32 || lse_b.type != dtype::f32 ||
+      (items > 0 && out.elements() % items != 0))
+    fail(SA_ERR_INTERNAL, "merge_attention: partials of different shapes");
+  if (items == 0) return;
+  const merge_pc pc{addr(out), addr(lse), addr(out_b), addr(lse_b), u32(items), u32(out.elements() / items)};
+  dispatch(shader::attention_merge, pc, u32(std::min(items, k_grid)));
+}
+
+void vulkan_backend::probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                int32_t head_dim, const key_sets& sets, float scale, const tensor& scores,
+                                const tensor& vnorm2) {
+  const int64_t n = check_problem("probe_keys", q, kv, n_heads, n_kv_heads, head_dim, kv.capacity);
+  const int64_t items = n * n_heads;
+  if (!sets.offsets || !sets.slots || sets.offsets->elements() != items + 1)
+    fail(SA_ERR_INTERNAL, "probe_keys: %lld offsets for %lld items",
+         static_cast<long long>(sets.offsets ? sets.offsets->elements() : 0), static_cast<long long>(items));
+  if (scores.type != dtype::f32 || vnorm2.type != dtype::f32 || scores.elements() < sets.total ||
+      vnorm2.elements() < sets.total)
+    fail(SA_ERR_INTERNAL, "probe_keys: outputs hold fewer than %lld keys", static_cast<long long>(sets.total));
+  if (items == 0 || sets.total <= 0 || sets.largest <= 0) return;
+  const probe_pc pc{addr(q), addr(*kv.k), addr(*kv.v), ints(*sets.offsets), ints(*sets.slots), addr(scores),
+                    addr(vnorm2), u32(items), u32(n_heads / n_kv_heads), u32(n_heads), u32(head_dim),
+                    u32(kv.capacity), scale};
+  dispatch(by_type(kv.k->type, shader::attention_probe_f32, shader::attention_probe_f16, shader::attention_probe_bf16),
+           pc, u32(std::min(ceil_div(sets.largest, 64), k_grid)), u32(std::min(items, k_grid)));
+}
+
+}  // namespace sa::vk

@@ -1,0 +1,222 @@
+// Products on the Vulkan backend: embedding rows and matrix products of every weight type
+// (shaders/embed.comp, gemv.comp, gemm.comp; weights read through shaders/quant.glsl).
+//
+// At most 8 rows of x go through the matrix-vector shader (a variant per weight type and per
+// bound 1, 2, 4, 8 on the rows), more through the tiled f32 GEMM; both take every weight type at
+// every width the type allows. matmul_n with weights of one type and width is one dispatch;
+// matmul_swiglu is one GEMV dispatch, or for prefill a GEMM of gate and up (up into scratch
+// slot 0) followed by the element-wise SwiGLU.
+#include <algorithm>
+#include <span>
+
+#include "backend/vulkan/vulkan_backend.h"
+#include "backend/weight_layout.h"
+#include "core/error.h"
+
+namespace sa::vk {
+
+namespace {
+
+// shaders/gemv.comp and gemm.comp (120 bytes).
+struct products_pc {
+  uint64_t x;            // [n][cols] f32
+  uint64_t w[3];         // weight bases
+  uint64_t y[3];         // outputs [n][rows_j] f32
+  uint32_t planes[9];    // word offsets of planes 1..3 of weight j at 3j .. 3j+2
+  uint32_t rows[3];      // rows of weight j
+  uint32_t n, cols;      // rows of x, width
+  uint32_t mode;         // 0 store, 1 accumulate, 2 swiglu (GEMV only)
+  uint32_t count;        // weights
+};
+static_assert(sizeof(products_pc) == 120);
+
+// shaders/embed.comp (48 bytes).
+struct embed_pc {
+  uint64_t table, ids, out;
+  uint32_t plane1, plane2, plane3;
+  uint32_t cols, vocab, n;
+};
+static_assert(sizeof(embed_pc) == 48);
+
+enum class mode : uint32_t { store = 0, accumulate = 1, swiglu = 2 };
+
+// The shaders' WTYPE of a weight type.
+int type_index(dtype t) {
+  switch (t) {
+    case dtype::f32: return 0;
+    case dtype::f16: return 1;
+    case dtype::bf16: return 2;
+    case dtype::q8_0: return 3;
+    case dtype::q4_0: return 4;
+    case dtype::q4_k: return 5;
+    case dtype::q6_k: return 6;
+    case dtype::i32: break;
+  }
+  fail(SA_ERR_INTERNAL, "vulkan products: %s is not a weight type", traits(t).name);
+}
+
+constexpr shader k_embed[7] = {shader::embed_f32,  shader::embed_f16,  shader::embed_bf16, shader::embed_q8_0,
+                               shader::embed_q4_0, shader::embed_q4_k, shader::embed_q6_k};
+constexpr shader k_gemm[7] = {shader::gemm_f32,  shader::gemm_f16,  shader::gemm_bf16, shader::gemm_q8_0,
+                              shader::gemm_q4_0, shader::gemm_q4_k, shader::gemm_q6_k};
+constexpr shader k_gemv[7][4] = {
+    {shader::gemv_f32_x1, shader::gemv_f32_x2, shader::gemv_f32_x4, shader::gemv_f32_x8},
+    {shader::gemv_f16_x1, shader::gemv_f16_x2, shader::gemv_f16_x4, shader::gemv_f16_x8},
+    {shader::gemv_bf16_x1, shader::gemv_bf16_x2, shader::gemv_bf16_x4, shader::gemv_bf16_x8},
+    {shader::gemv_q8_0_x1, shader::gemv_q8_0_x2, shader::gemv_q8_0_x4, shader::gemv_q8_0_x8},
+    {shader::gemv_q4_0_x1, shader::gemv_q4_0_x2, shader::gemv_q4_0_x4, shader::gemv_q4_0_x8},
+    {shader::gemv_q4_k_x1, shader::gemv_q4_k_x2, shader::gemv_q4_k_x4, shader::gemv_q4_k_x8},
+    {shader::gemv_q6_k_x1, shader::gemv_q6_k_x2, shader::gemv_q6_k_x4, shader::gemv_q6_k_x8},
+};
+
+constexpr int64_t k_gemv_rows = 8;  // at most this many rows of x take the GEMV
+constexpr int64_t k_tile = 64;      // gemm.comp's output tile
+constexpr int64_t k_word_limit = int64_t{1} << 31;
+
+// A weight's planes 1..3 as word offsets, after checking that it is a [rows][cols] weight the
+// shaders can index (32-bit word offsets) and that its device layout lies inside its buffer.
+void weight_planes_of(const tensor& w, const char* op, uint32_t* out) {
+  const int64_t block = traits(w.type).block_elems;
+  const int64_t cols = w.ne[0], rows = w.rows();
+  if (cols <= 0 || rows <= 0 || cols % block != 0)
+    fail(SA_ERR_INTERNAL, "%s: a %s weight of %lld x %lld (width a multiple of %lld)", op, traits(w.type).name,
+         static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(block));
+  // Element indices of f16/bf16 weights are 32-bit too.
+  if (cols * rows >= (int64_t{1} << 32))
+    fail(SA_ERR_UNSUPPORTED, "%s: a weight of %lld elements (the Vulkan shaders index at most 2^32)", op,
+         static_cast<long long>(cols * rows));
+  const weight_planes pl = device_weight_planes(w.type, cols, rows);
+  if (pl.bytes / 4 >= static_cast<size_t>(k_word_limit))
+    fail(SA_ERR_UNSUPPORTED, "%s: a weight of %zu bytes (the Vulkan shaders index at most 2^31 words)", op,
+         pl.bytes);
+  if (w.offset > w.buf->size() || pl.bytes > w.buf->size() - w.offset)
+    fail(SA_ERR_INTERNAL, "%s: a weight of %zu bytes at %zu outside a buffer of %zu", op, pl.bytes, w.offset,
+         w.buf->size());
+  for (int i = 0; i < 3; ++i) out[i] = static_cast<uint32_t>(pl.offset[i + 1] / 4);
+}
+
+void check_f32(const tensor& t, const char* op, const char* what) {
+  if (t.type != dtype::f32) fail(SA_ERR_INTERNAL, "%s: %s of type %s", op, what, traits(t.type).name);
+}
+
+// y_j (= x · w_jᵀ, per `m`) for up to three weights of one type and width; swiglu: w = {gate,
+// up}, y = {out}.
+void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, std::span<const tensor> y, mode m) {
+  const char* op = m == mode::swiglu ? "matmul_swiglu" : m == mode::accumulate ? "matmul_add" : "matmul";
+  check_f32(x, op, "x");
+  const int64_t n = x.rows(), cols = x.ne[0];
+  products_pc pc{};
+  pc.x = be.addr(x);
+  int64_t widest = 0;
+  for (size_t j = 0; j < w.size(); ++j) {
+    const tensor& out = m == mode::swiglu ? y[0] : y[j];
+    check_f32(out, op, "an output");
+    if (w[j].ne[0] != cols || out.rows() != n || out.ne[0] != w[j].rows() || w[j].type != w[0].type)
+      fail(SA_ERR_INTERNAL, "%s: shapes w[%lld][%lld] (%s) x[%lld][%lld] y[%lld][%lld] disagree", op,
+           static_cast<long long>(w[j].rows()), static_cast<long long>(w[j].ne[0]), traits(w[j].type).name,
+           static_cast<long long>(n), static_cast<long long>(cols), static_cast<long long>(out.rows()),
+           static_cast<long long>(out.ne[0]));
+    weight_planes_of(w[j], op, pc.planes + 3 * j);
+    pc.w[j] = be.addr(w[j]);
+    pc.y[j] = m == mode::swiglu ? 0 : be.addr(out);
+    pc.rows[j] = static_cast<uint32_t>(w[j].rows());
+    widest = std::max(widest, w[j].rows());
+  }
+  if (m == mode::swiglu) pc.y[0] = be.addr(y[0]);
+  if (n == 0) return;
+  pc.n = static_cast<uint32_t>(n);
+  pc.cols = static_cast<uint32_t>(cols);
+  pc.count = static_cast<uint32_t>(w.size());
+  const int t = type_index(w[0].type);
+
+  if (n <= k_gemv_rows) {
+    pc.mode = static_cast<uint32_t>(m);
+    const int variant = n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
+    // Blocks of 4 weight rows (swiglu: 2 outputs); the shader loops over those past the grid.
+    int64_t blocks = 0;
+    if (m == mode::swiglu) {
+      blocks = (w[0].rows() + 1) / 2;
+    } else {
+      for (const tensor& wj : w) blocks += (wj.rows() + 3) / 4;
+    }
+    be.dispatch(k_gemv[t][variant], pc, static_cast<uint32_t>(std::min<int64_t>(blocks, be.max_groups())));
+    return;
+  }
+
+  const int64_t gx = (widest + k_tile - 1) / k_tile, gy = (n + k_tile - 1) / k_tile;
+  if (gx > be.max_groups() || gy > be.max_groups())
+    fail(SA_ERR_UNSUPPORTED, "%s: %lld rows of x into %lld outputs (the Vulkan GEMM takes 64 x %u of each)", op,
+         static_cast<long long>(n), static_cast<long long>(widest), be.max_groups());
+  if (m != mode::swiglu) {
+    pc.mode = static_cast<uint32_t>(m);
+    be.dispatch(k_gemm[t], pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+                static_cast<uint32_t>(w.size()));
+    return;
+  }
+  // silu(x gateᵀ) * (x upᵀ): gate into out, up into scratch, then the element-wise SwiGLU.
+  const int64_t n_ff = w[0].rows();
+  const uint64_t up = be.scratch(0, static_cast<size_t>(n * n_ff) * sizeof(float));
+  pc.y[1] = up;
+  pc.mode = static_cast<uint32_t>(mode::store);
+  be.dispatch(k_gemm[t], pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 2);
+  // shaders/elementwise.comp's push constants (sdk/backend/vulkan/elementwise.cpp).
+  struct {
+    uint64_t a, b, out;
+    uint32_t n, cols;
+  } sw{pc.y[0], up, pc.y[0], static_cast<uint32_t>(n * n_ff), 0};
+  be.dispatch(shader::swiglu, sw, static_cast<uint32_t>(std::min<int64_t>((n * n_ff + 255) / 256, 4096)));
+}
+
+}  // namespace
+
+void vulkan_backend::embed(const tensor& table, const tensor& ids, const tensor& out) {
+  check_f32(out, "embed", "out");
+  const int64_t n = ids.elements(), cols = table.ne[0];
+  if (out.ne[0] != cols || out.rows() != n)
+    fail(SA_ERR_INTERNAL, "embed: out [%lld][%lld] for %lld ids of width %lld", static_cast<long long>(out.rows()),
+         static_cast<long long>(out.ne[0]), static_cast<long long>(n), static_cast<long long>(cols));
+  embed_pc pc{};
+  uint32_t planes[3];
+  weight_planes_of(table, "embed", planes);
+  pc.table = addr(table);
+  pc.ids = ints(ids);
+  pc.out = addr(out);
+  pc.plane1 = planes[0];
+  pc.plane2 = planes[1];
+  pc.plane3 = planes[2];
+  pc.cols = static_cast<uint32_t>(cols);
+  pc.vocab = static_cast<uint32_t>(table.rows());
+  pc.n = static_cast<uint32_t>(n);
+  if (n == 0) return;
+  dispatch(k_embed[type_index(table.type)], pc, static_cast<uint32_t>(std::min<int64_t>(n, max_groups())));
+}
+
+void vulkan_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {
+  products(*this, x, std::span<const tensor>(&w, 1), std::span<const tensor>(&y, 1), mode::store);
+}
+
+void vulkan_backend::matmul_add(const tensor& w, const tensor& x, const tensor& y) {
+  products(*this, x, std::span<const tensor>(&w, 1), std::span<const tensor>(&y, 1), mode::accumulate);
+}
+
+void vulkan_backend::matmul_n(const tensor& x, std::span<const tensor> w, std::span<const tensor> y) {
+  if (w.size() != y.size() || w.empty() || w.size() > 3)
+    fail(SA_ERR_INTERNAL, "matmul_n: %zu weights for %zu outputs", w.size(), y.size());
+  // One dispatch when the weights share a type and width (q, k, v); otherwise one each.
+  bool same = true;
+  for (const tensor& t : w) same = same && t.type == w[0].type && t.ne[0] == w[0].ne[0];
+  if (same) {
+    products(*this, x, w, y, mode::store);
+  } else {
+    for (size_t j = 0; j < w.size(); ++j) matmul(w[j], x, y[j]);
+  }
+}
+
+void vulkan_backend::matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x, const tensor& out) {
+  if (gate.type != up.type || gate.rows() != up.rows() || gate.ne[0] != up.ne[0])
+    fail(SA_ERR_INTERNAL, "matmul_swiglu: gate and up differ in type or shape");
+  const tensor w[] = {gate, up};
+  products(*this, x, w, std::span<const tensor>(&out, 1), mode::swiglu);
+}
+
+}  // namespace sa::vk

@@ -1,0 +1,108 @@
+// What the Vulkan backends of one process share: the instance, the qualifying devices, and per
+// device a context — the VkDevice, its compute queue, pooled memory and the compute pipelines —
+// held by every backend (session) on that device and by every buffer made there, so sessions
+// on one device share one copy of a model's weights.
+//
+// A device qualifies when it offers Vulkan 1.2 with buffer device addresses — shaders reach
+// tensors through 64-bit addresses passed as push constants, so a dispatch needs no descriptor
+// sets and a recorded command buffer stays valid as long as its buffers live — and subgroup
+// arithmetic, shuffles and ballots in compute shaders (reductions), with 16 KB of shared memory.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/vulkan/vk_api.h"
+#include "backend/vulkan/vulkan_entry.h"
+#include "sa_shaders.h"
+
+namespace sa::vk {
+
+// Where an allocation lives: device-local memory for tensors, host-visible memory for the
+// staging of uploads and downloads.
+enum class memory_kind { device, upload, readback };
+
+class context;
+
+// A range of one of the context's memory blocks, seen as a buffer.
+struct allocation {
+  VkBuffer buffer = VK_NULL_HANDLE;  // the block's buffer (shared with other allocations)
+  VkDeviceSize offset = 0, size = 0;
+  VkDeviceAddress address = 0;       // of byte `offset`
+  uint8_t* mapped = nullptr;         // host pointer to byte `offset` (host-visible kinds)
+  uint32_t block = 0;                // index of the block in its pool
+  memory_kind kind = memory_kind::device;
+};
+
+class context {
+ public:
+  // The context of device `index` of list_devices(), made on first use and kept for the
+  // process. Throws SA_ERR_UNSUPPORTED when the device does not exist or does not qualify.
+  static std::shared_ptr<context> get(int32_t index);
+  ~context();
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
+  VkDevice device() const { return device_; }
+  int32_t index() const { return index_; }
+  const VkPhysicalDeviceProperties& properties() const { return props_; }
+  uint32_t queue_family() const { return queue_family_; }
+  // Whether shaders may use 64-bit floats (sampling's probabilities are doubles, as on the CPU).
+  bool has_float64() const { return has_float64_; }
+  // The device's subgroup size (shaders read gl_SubgroupSize; this is for sizing grids).
+  uint32_t subgroup_size() const { return subgroup_size_; }
+  // Submits to the device's queue (shared by every backend on it, hence the lock).
+  void submit(const VkSubmitInfo& info, VkFence fence);
+  // Waits until the queue has run everything submitted to it.
+  void wait_idle();
+
+  // A zero-initialised allocation is not promised here; the backend fills what it hands out.
+  allocation allocate(VkDeviceSize bytes, memory_kind kind);
+  void release(const allocation& a);
+
+  // The compute pipeline of a shader variant, made on first use.
+  VkPipeline pipeline(shader s);
+  VkPipelineLayout layout() const { return layout_; }
+  static constexpr uint32_t k_push_bytes = 128;  // every variant's push-constant block
+
+  // Errors the validation layer reported since the last call (SA_VULKAN_VALIDATION=1 turns the
+  // layer on), joined; empty when there were none.
+  static std::string take_validation_errors();
+
+ private:
+  explicit context(int32_t index);
+  struct block {
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceSize size = 0;
+    VkDeviceAddress address = 0;
+    uint8_t* mapped = nullptr;
+    std::vector<std::pair<VkDeviceSize, VkDeviceSize>> free;  // (offset, size), sorted
+    bool dedicated = false;
+  };
+  uint32_t memory_type(memory_kind kind) const;
+  uint32_t new_block(memory_kind kind, VkDeviceSize bytes, bool dedicated);
+
+  int32_t index_;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props_{};
+  VkPhysicalDeviceMemoryProperties memory_{};
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  bool has_float64_ = false;
+  uint32_t subgroup_size_ = 0;
+  std::mutex queue_mutex_;
+  std::mutex memory_mutex_;
+  std::array<std::vector<block>, 3> pools_;  // by memory_kind
+  std::mutex pipeline_mutex_;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  std::vector<VkPipeline> pipelines_;
+};
+
+}  // namespace sa::vk

@@ -1,0 +1,256 @@
+// Split-key attention with log-sum-exp: the body of attention.comp (dense key ranges) and
+// attention_sets.comp (listed keys with log weights). The including file defines KV (cache
+// type), GMAX (query vectors per workgroup) and SETS (0 dense, 1 key sets).
+//
+// Shapes: q [n][n_heads][head_dim] f32; k [n_kv_heads][k_cap][head_dim], v [n_kv_heads]
+// [v_cap][head_dim] of the cache type; dst_o [n][n_heads][splits][head_dim] and dst_lse
+// [n][n_heads][splits] f32 (with one split, exactly out and lse; with more, the partials that
+// attention_combine.comp merges). Query head h reads KV head h / group.
+//
+// Work split: grid (split, KV head x head chunk, row block), 128 invocations. A workgroup takes
+// the query vectors of `rb` rows x `hb` heads of one GQA group (rb * hb <= GMAX; the group's
+// heads in chunks of hb), so it reads each K and V byte of its keys once for all of them, and
+// the keys [kb, ke) of its split: the block's key span (the longest kv_len of its rows, or the
+// set's size) cut into `splits` ranges of whole tiles. The span comes from the device lengths,
+// the split count from launch shapes only, so a recorded step replays for any lengths up to
+// `bound`. Keys stream in tiles of 128:
+//   scores:  invocation t scores key tb + t against every query vector (q from shared memory,
+//            the key row read once, 8 elements at a time), masked past each vector's kv_len;
+//   softmax: tile maxima per vector by subgroup max and shared memory; the running max and the
+//            rescale factor are the same in every invocation; each invocation keeps the sum of
+//            its own keys' weights (added up at the end) and leaves the weights in shared memory;
+//   values:  invocation (kl, c) adds the weights times value elements [8c, 8c + 8) of the keys
+//            4 kl .. 4 kl + 3, 4 (kl + KL) .. of the tile (head_dim / 8 invocations cover a
+//            row, KL = 128 / (head_dim / 8) key lanes).
+// At the end the key lanes' sums meet in shared memory (as many lanes a round as fit) and the
+// weight sums by subgroup adds; out = sum / l, lse = m + log l (no key: out 0, lse -inf).
+// Bytes: K and V of the keys attended once per (row block, head chunk); q, out, lse once.
+//
+// Loads are few and wide on purpose: a load costs far more than an FMA on CPU implementations
+// (lavapipe), and shared-memory bandwidth is what a GPU's FMAs wait on here.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "attention.glsl"
+
+#define WG 128u       // invocations
+#define TK 128u       // keys per tile
+#define MAX_DIM 256u  // the largest head_dim
+#define MAX_SUB 32u   // subgroups of a workgroup (subgroups of at least 4 invocations)
+#define GV ((GMAX + 3u) / 4u)  // query vectors in fours
+
+layout(local_size_x = 128) in;
+
+layout(push_constant) uniform params {
+  floats q;
+  words k;
+  words v;
+  ints lens;      // dense: kv_len [n]; sets: offsets [n * n_heads + 1]
+  ints rows;      // dense: v_rows [keys] (flags & 1); sets: slots [total]
+  floats log_w;   // sets: log weights [total] (flags & 1)
+  floats dst_o;   // [n][n_heads][splits][head_dim]
+  floats dst_lse; // [n][n_heads][splits]
+  uint n;         // query rows
+  uint n_heads;
+  uint group;     // query heads per KV head
+  uint head_dim;  // a multiple of 8, at most 256
+  uint k_cap;     // rows per KV head of k
+  uint v_cap;     // rows per KV head of v
+  float scale;
+  uint splits;
+  uint hb;        // heads per workgroup (hb * rb <= GMAX)
+  uint rb;        // rows per workgroup
+  uint bound;     // kv_len bound (dense) / largest set (sets)
+  uint flags;     // 1: v_rows (dense) or log weights (sets)
+};
+
+// q [vector][head_dim / 4]; after the keys, the key lanes' value sums [slot][vector][head_dim / 4].
+shared vec4 sh_q[GMAX * MAX_DIM / 4u];
+shared vec4 sh_p[GMAX * TK / 4u];    // the tile's weights [vector][key / 4]
+shared vec4 sh_red[GV * MAX_SUB];    // per subgroup: maxima, then weight sums [vectors / 4][subgroup]
+shared uint sh_vrow[TK];             // the value row of each key of the tile
+
+// Elements e .. e + 7 of a cache array (e a multiple of 8).
+void kv_oct(words p, uint e, out vec4 a, out vec4 b) {
+  a = kv_quad(p, e);
+  b = kv_quad(p, e + 4u);
+}
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  const uint D = head_dim;
+  const uint D4 = D >> 2;
+  const uint chunks = (group + hb - 1u) / hb;
+  const uint kvh = gl_WorkGroupID.y / chunks;
+  const uint c = gl_WorkGroupID.y % chunks;
+  const uint h0 = kvh * group + c * hb;
+  const uint nh = min(hb, group - c * hb);
+  const uint M = rb * hb;  // query vectors of a full block
+  const uint split = gl_WorkGroupID.x;
+  const uint k_base = kvh * k_cap;
+  const uint v_base = kvh * v_cap;
+  // Value lanes: TR invocations cover a row (8 elements each), KL rows at once.
+  const uint TR = D >> 3;
+  const uint KL = WG / TR;
+  const uint kl = t / TR, col = (t % TR) * 8u;
+  const bool pv_lane = kl < KL;
+  // The final sum of the key lanes: P lanes a round.
+  const uint P = MAX_DIM / D;
+  const uint n_blocks = (n + rb - 1u) / rb;
+
+  for (uint blk = gl_WorkGroupID.z; blk < n_blocks; blk += gl_NumWorkGroups.z) {
+    const uint r0 = blk * rb;
+    bool valid[GMAX];
+    uint len[GMAX];
+    uint span = 0u;
+#if SETS
+    const uint item0 = r0 * n_heads + h0;
+    const uint first = uint(lens.v[item0]);
+    span = min(uint(max(lens.v[item0 + 1u] - lens.v[item0], 0)), bound);
+    [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
+      valid[m] = m == 0u;
+      len[m] = span;
+    }
+#else
+    [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
+      const uint r = m / hb;
+      valid[m] = r < rb && m % hb < nh && r0 + r < n;
+      len[m] = valid[m] ? min(uint(max(lens.v[r0 + r], 0)), bound) : 0u;
+      span = max(span, len[m]);
+    }
+#endif
+    // This split's keys: whole tiles of the span.
+    const uint per = ((span + splits - 1u) / splits + TK - 1u) / TK * TK;
+    const uint kb = min(span, split * per);
+    const uint ke = min(span, kb + per);
+
+    barrier();  // the previous block is done with sh_q
+    for (uint i = t; i < M * D4; i += WG) {
+      const uint m = i / D4;
+      const uint src = (((r0 + m / hb) * n_heads + h0 + m % hb) * D + (i % D4) * 4u);
+      sh_q[m * D4 + i % D4] =
+          valid[m] ? vec4(q.v[src], q.v[src + 1u], q.v[src + 2u], q.v[src + 3u]) : vec4(0.0);
+    }
+    barrier();
+
+    vec4 m_run[GV], l_run[GV], corr[GV];
+    vec4 acc[GMAX][2];
+    [[unroll]] for (uint g = 0u; g < GV; ++g) {
+      m_run[g] = vec4(NEG_INF);
+      l_run[g] = vec4(0.0);
+    }
+    [[unroll]] for (uint m = 0u; m < GMAX; ++m) acc[m][0] = acc[m][1] = vec4(0.0);
+
+    for (uint tb = kb; tb < ke; tb += TK) {
+      // Scores of key tb + t.
+      const uint j = tb + t;
+      vec4 s[GV];
+      [[unroll]] for (uint g = 0u; g < GV; ++g) s[g] = vec4(NEG_INF);
+      if (j < ke) {
+#if SETS
+        const uint krow = uint(rows.v[first + j]);
+        const uint vrow = krow;
+        const float bias = (flags & 1u) != 0u ? log_w.v[first + j] : 0.0;
+#else
+        const uint krow = j;
+        const uint vrow = (flags & 1u) != 0u ? uint(rows.v[j]) : j;
+        const float bias = 0.0;
+#endif
+        sh_vrow[t] = vrow;
+        float dots[GMAX];
+        [[unroll]] for (uint m = 0u; m < GMAX; ++m) dots[m] = 0.0;
+        const uint kr = (k_base + krow) * D;
+        for (uint e = 0u; e < D; e += 8u) {
+          vec4 ka, kb2;
+          kv_oct(k, kr + e, ka, kb2);
+          const uint qe = e >> 2;
+          [[unroll]] for (uint m = 0u; m < GMAX; ++m)
+            if (m < M) dots[m] += dot(ka, sh_q[m * D4 + qe]) + dot(kb2, sh_q[m * D4 + qe + 1u]);
+        }
+        [[unroll]] for (uint m = 0u; m < GMAX; ++m)
+          if (valid[m] && j < len[m]) s[m >> 2][m & 3u] = dots[m] * scale + bias;
+      }
+      // Tile maxima, the new running maxima, the weights.
+      [[unroll]] for (uint g = 0u; g < GV; ++g) {
+        const vec4 x = subgroupMax(s[g]);
+        if (subgroupElect()) sh_red[g * MAX_SUB + gl_SubgroupID] = x;
+      }
+      barrier();
+      [[unroll]] for (uint g = 0u; g < GV; ++g) {
+        vec4 mx = m_run[g];
+        for (uint i = 0u; i < gl_NumSubgroups; ++i) mx = max(mx, sh_red[g * MAX_SUB + i]);
+        corr[g] = mix(exp(m_run[g] - mx), vec4(0.0), equal(m_run[g], vec4(NEG_INF)));
+        const vec4 p = mix(exp(s[g] - mx), vec4(0.0), equal(s[g], vec4(NEG_INF)));
+        l_run[g] = l_run[g] * corr[g] + p;
+        m_run[g] = mx;
+        [[unroll]] for (uint u = 0u; u < 4u; ++u)
+          if (4u * g + u < GMAX) sh_p[(4u * g + u) * (TK / 4u) + (t >> 2)][t & 3u] = p[u];
+      }
+      barrier();
+      // Weighted values.
+      [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
+        acc[m][0] *= corr[m >> 2][m & 3u];
+        acc[m][1] *= corr[m >> 2][m & 3u];
+      }
+      if (pv_lane) {
+        const uint nt = min(TK, ke - tb);
+        for (uint u4 = kl; 4u * u4 < nt; u4 += KL) {
+          vec4 va[4], vb[4];
+          [[unroll]] for (uint x = 0u; x < 4u; ++x) {
+            const uint u = 4u * u4 + x;
+            if (u < nt) {
+              kv_oct(v, (v_base + sh_vrow[u]) * D + col, va[x], vb[x]);
+            } else {
+              va[x] = vb[x] = vec4(0.0);
+            }
+          }
+          [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
+            if (m < M) {
+              const vec4 p = sh_p[m * (TK / 4u) + u4];
+              acc[m][0] += p.x * va[0] + p.y * va[1] + p.z * va[2] + p.w * va[3];
+              acc[m][1] += p.x * vb[0] + p.y * vb[1] + p.z * vb[2] + p.w * vb[3];
+            }
+          }
+        }
+      }
+      barrier();  // sh_p, sh_vrow and sh_red are free for the next tile
+    }
+
+    // Weight sums by subgroups; the key lanes' value sums in rounds of P lanes.
+    [[unroll]] for (uint g = 0u; g < GV; ++g) {
+      const vec4 x = subgroupAdd(l_run[g]);
+      if (subgroupElect()) sh_red[g * MAX_SUB + gl_SubgroupID] = x;
+    }
+    const uint slots = min(P, KL);
+    for (uint round = 0u; round * P < KL; ++round) {
+      if (pv_lane && kl / P == round) {
+        const uint base = (kl % P) * GMAX * D4 + (col >> 2);
+        [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
+          if (m < M) {
+            const uint b = base + m * D4;
+            sh_q[b] = round == 0u ? acc[m][0] : sh_q[b] + acc[m][0];
+            sh_q[b + 1u] = round == 0u ? acc[m][1] : sh_q[b + 1u] + acc[m][1];
+          }
+        }
+      }
+      barrier();
+    }
+    for (uint i = t; i < M * D4; i += WG) {
+      const uint m = i / D4, d4 = i % D4;
+      if (!valid[m]) continue;
+      vec4 o = vec4(0.0);
+      for (uint x = 0u; x < slots; ++x) o += sh_q[x * GMAX * D4 + m * D4 + d4];
+      float lt = 0.0;
+      for (uint g = 0u; g < gl_NumSubgroups; ++g) lt += sh_red[(m >> 2) * MAX_SUB + g][m & 3u];
+      const uint item = (r0 + m / hb) * n_heads + h0 + m % hb;
+      const uint slot = item * splits + split;
+      const vec4 res = lt > 0.0 ? o / lt : vec4(0.0);
+      const uint dst = slot * D + d4 * 4u;
+      dst_o.v[dst] = res.x;
+      dst_o.v[dst + 1u] = res.y;
+      dst_o.v[dst + 2u] = res.z;
+      dst_o.v[dst + 3u] = res.w;
+      if (d4 == 0u) dst_lse.v[slot] = lt > 0.0 ? m_run[m >> 2][m & 3u] + log(lt) : NEG_INF;
+    }
+  }
+}

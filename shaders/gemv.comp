@@ -1,0 +1,173 @@
+// Matrix-vector products for decode (x has at most 8 rows): y_j = x · w_jᵀ for up to three
+// weights of one type and width sharing x (matmul, matmul_n), y += x · wᵀ (matmul_add), or
+// out = silu(x · gateᵀ) * (x · upᵀ) (matmul_swiglu).
+//   w_j  [rows_j][cols] in the GPU weight layout (quant.glsl), x [n][cols] f32,
+//   y_j  [n][rows_j] f32 (swiglu: out = y_0 [n][rows_0], gate = w_0, up = w_1).
+// Work split: a workgroup of 128 invocations owns four weight rows (four output rows of one
+// weight; swiglu: two outputs, their gate rows and their up rows) and loops over the blocks of
+// rows the grid does not cover. Its invocations stride over the rows' chunks of eight elements
+// (quant.glsl w_chunk), so each weight byte is read once and a subgroup reads a contiguous run;
+// the x values of a chunk are loaded once for the four rows and every row of x (NX, at most 8,
+// a compile-time bound on n). Sums are f32, reduced with subgroupAdd and then across subgroups
+// through shared memory; the epilogue stores, accumulates or applies SwiGLU.
+// Bytes: each weight once, x once per workgroup (from cache), y once.
+//! variant gemv_f32_x1 WTYPE=0 NX=1
+//! variant gemv_f32_x2 WTYPE=0 NX=2
+//! variant gemv_f32_x4 WTYPE=0 NX=4
+//! variant gemv_f32_x8 WTYPE=0 NX=8
+//! variant gemv_f16_x1 WTYPE=1 NX=1
+//! variant gemv_f16_x2 WTYPE=1 NX=2
+//! variant gemv_f16_x4 WTYPE=1 NX=4
+//! variant gemv_f16_x8 WTYPE=1 NX=8
+//! variant gemv_bf16_x1 WTYPE=2 NX=1
+//! variant gemv_bf16_x2 WTYPE=2 NX=2
+//! variant gemv_bf16_x4 WTYPE=2 NX=4
+//! variant gemv_bf16_x8 WTYPE=2 NX=8
+//! variant gemv_q8_0_x1 WTYPE=3 NX=1
+//! variant gemv_q8_0_x2 WTYPE=3 NX=2
+//! variant gemv_q8_0_x4 WTYPE=3 NX=4
+//! variant gemv_q8_0_x8 WTYPE=3 NX=8
+//! variant gemv_q4_0_x1 WTYPE=4 NX=1
+//! variant gemv_q4_0_x2 WTYPE=4 NX=2
+//! variant gemv_q4_0_x4 WTYPE=4 NX=4
+//! variant gemv_q4_0_x8 WTYPE=4 NX=8
+//! variant gemv_q4_k_x1 WTYPE=5 NX=1
+//! variant gemv_q4_k_x2 WTYPE=5 NX=2
+//! variant gemv_q4_k_x4 WTYPE=5 NX=4
+//! variant gemv_q4_k_x8 WTYPE=5 NX=8
+//! variant gemv_q6_k_x1 WTYPE=6 NX=1
+//! variant gemv_q6_k_x2 WTYPE=6 NX=2
+//! variant gemv_q6_k_x4 WTYPE=6 NX=4
+//! variant gemv_q6_k_x8 WTYPE=6 NX=8
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_buffer_reference_uvec2 : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common.glsl"
+#include "quant.glsl"
+
+const uint WG = 128u;  // invocations
+const uint RW = 4u;    // weight rows per workgroup
+
+layout(local_size_x = 128) in;
+
+// The products' push constants (120 bytes; sdk/backend/vulkan/products.cpp products_pc).
+layout(push_constant) uniform params {
+  floats x;         // [n][cols]
+  uvec2 w[3];       // weight bases (device addresses)
+  uvec2 y[3];       // outputs
+  uint planes[9];   // word offsets of planes 1..3 of weight j at 3j .. 3j+2
+  uint rows[3];     // rows of weight j (= width of y_j)
+  uint n;           // rows of x (at most NX)
+  uint cols;        // width of x and of every weight
+  uint mode;        // 0 store, 1 accumulate, 2 swiglu (w_0 gate, w_1 up, out y_0)
+  uint count;       // weights (swiglu: 2)
+};
+
+// Partial sums of the subgroups: [subgroup][RW * NX] (subgroups of at least 4 invocations).
+shared float red[(WG / 4u) * RW * NX];
+
+float total(uint v) {
+  float s = 0.0;
+  for (uint sg = 0u; sg < gl_NumSubgroups; ++sg) s += red[sg * (RW * NX) + v];
+  return s;
+}
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  const bool swiglu = mode == 2u;
+  const uint per = swiglu ? RW / 2u : RW;  // output rows per block
+  const uint n_w = swiglu ? 1u : count;    // outputs
+  uint blocks[3];
+  uint all = 0u;
+  for (uint j = 0u; j < 3u; ++j) {
+    blocks[j] = j < n_w ? (rows[j] + per - 1u) / per : 0u;
+    all += blocks[j];
+  }
+  const uint n_chunks = cols >> 3;
+
+  for (uint g = gl_WorkGroupID.x; g < all; g += gl_NumWorkGroups.x) {
+    uint j = 0u, b = g;  // output j, block b of it
+    while (b >= blocks[j]) {
+      b -= blocks[j];
+      ++j;
+    }
+    // The four weight rows: (weight sel[r], row wr[r]).
+    uvec2 wa[RW];
+    uvec3 pl[RW];
+    uint wr[RW];
+    bool live[RW];
+    [[unroll]] for (uint r = 0u; r < RW; ++r) {
+      const uint sel = swiglu ? r / 2u : j;
+      wr[r] = swiglu ? b * 2u + (r & 1u) : b * RW + r;
+      wa[r] = w[sel];
+      pl[r] = uvec3(planes[3u * sel], planes[3u * sel + 1u], planes[3u * sel + 2u]);
+      live[r] = wr[r] < rows[sel];
+    }
+
+    float acc[RW][NX];
+    [[unroll]] for (uint r = 0u; r < RW; ++r) [[unroll]] for (uint i = 0u; i < NX; ++i) acc[r][i] = 0.0;
+
+    for (uint c = t; c < n_chunks; c += WG) {
+      const uint k = chunk_k(c);
+      vec4 xl[NX], xh[NX];
+      [[unroll]] for (uint i = 0u; i < NX; ++i) {
+        if (i < n) {
+          const uint o = i * cols + k;
+          xl[i] = vec4(x.v[o], x.v[o + 1u], x.v[o + 2u], x.v[o + 3u]);
+          xh[i] = vec4(x.v[o + W_HI], x.v[o + W_HI + 1u], x.v[o + W_HI + 2u], x.v[o + W_HI + 3u]);
+        } else {
+          xl[i] = vec4(0.0);
+          xh[i] = vec4(0.0);
+        }
+      }
+      [[unroll]] for (uint r = 0u; r < RW; ++r) {
+        if (live[r]) {
+          vec4 lo, hi;
+          w_chunk(words(wa[r]), pl[r], cols, wr[r], c, lo, hi);
+          [[unroll]] for (uint i = 0u; i < NX; ++i) acc[r][i] += dot(lo, xl[i]) + dot(hi, xh[i]);
+        }
+      }
+    }
+#if WTYPE <= 2
+    // Float types of a width that is no multiple of 8: the last elements one by one.
+    for (uint k = n_chunks * 8u + t; k < cols; k += WG) {
+      [[unroll]] for (uint r = 0u; r < RW; ++r) {
+        if (live[r]) {
+          const float v = w_one(words(wa[r]), pl[r], cols, wr[r], k);
+          [[unroll]] for (uint i = 0u; i < NX; ++i)
+            if (i < n) acc[r][i] = fma(v, x.v[i * cols + k], acc[r][i]);
+        }
+      }
+    }
+#endif
+
+    [[unroll]] for (uint r = 0u; r < RW; ++r) {
+      [[unroll]] for (uint i = 0u; i < NX; ++i) {
+        const float s = subgroupAdd(acc[r][i]);
+        if (subgroupElect()) red[gl_SubgroupID * (RW * NX) + r * NX + i] = s;
+      }
+    }
+    barrier();
+    if (swiglu) {
+      if (t < 2u * NX) {
+        const uint r = t / NX, i = t % NX, o = b * 2u + r;
+        if (i < n && o < rows[0]) {
+          const float gv = total(r * NX + i), uv = total((r + 2u) * NX + i);
+          floats(y[0]).v[i * rows[0] + o] = gv / (1.0 + exp(-gv)) * uv;
+        }
+      }
+    } else if (t < RW * NX) {
+      const uint r = t / NX, i = t % NX, o = b * RW + r;
+      if (i < n && o < rows[j]) {
+        floats yj = floats(y[j]);
+        const uint at = i * rows[j] + o;
+        const float s = total(t);
+        yj.v[at] = mode == 1u ? yj.v[at] + s : s;
+      }
+    }
+    barrier();  // red is free for the next block
+  }
+}
