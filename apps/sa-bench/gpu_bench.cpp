@@ -1,7 +1,9 @@
 #include "gpu_bench.h"
 #include "random_model.h"
 
+#ifdef SA_WITH_CUDA
 #include <cuda_runtime_api.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -14,10 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/step_buffer.h"
 #include "core/error.h"
+#ifdef SA_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
 #include "gpu_kernels.h"
+#endif
 #include "model/model.h"
 #include "quant/quants.h"
 #include "session/session.h"
@@ -79,46 +83,74 @@ uint64_t next_key() {
 }
 
 // Times `calls` calls recorded as one step and replayed; returns seconds per call (median of
-// reps replays).
-double time_recorded(sa::cuda::cuda_backend& be, uint64_t key, int calls,
-                     const std::function<void(int)>& call, int reps = 7) {
+// reps replays). CUDA steps are timed by events on the stream; others by the host clock around
+// a replay and its wait (a few microseconds of submission included).
+double time_recorded(sa::backend& be, uint64_t key, int calls, const std::function<void(int)>& call,
+                     int reps = 7) {
   auto step = [&] {
     for (int i = 0; i < calls; ++i) call(i);
   };
   be.run_step(key, step);  // eager
   be.run_step(key, step);  // recorded
   be.synchronize();
-  cudaEvent_t a, b;
-  sa::cuda::check(cudaEventCreate(&a), "cudaEventCreate");
-  sa::cuda::check(cudaEventCreate(&b), "cudaEventCreate");
   std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    sa::cuda::check(cudaEventRecord(a, be.stream()), "cudaEventRecord");
-    be.run_step(key, step);
-    sa::cuda::check(cudaEventRecord(b, be.stream()), "cudaEventRecord");
-    be.synchronize();
-    float ms = 0;
-    sa::cuda::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-    t.push_back(ms * 1e-3 / calls);
+#ifdef SA_WITH_CUDA
+  if (auto* cu = dynamic_cast<sa::cuda::cuda_backend*>(&be)) {
+    cudaEvent_t a, b;
+    sa::cuda::check(cudaEventCreate(&a), "cudaEventCreate");
+    sa::cuda::check(cudaEventCreate(&b), "cudaEventCreate");
+    for (int r = 0; r < reps; ++r) {
+      sa::cuda::check(cudaEventRecord(a, cu->stream()), "cudaEventRecord");
+      be.run_step(key, step);
+      sa::cuda::check(cudaEventRecord(b, cu->stream()), "cudaEventRecord");
+      be.synchronize();
+      float ms = 0;
+      sa::cuda::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+      t.push_back(ms * 1e-3 / calls);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+#endif
+  if (t.empty()) {
+    for (int r = 0; r < reps; ++r) {
+      const auto t0 = clock_type::now();
+      be.run_step(key, step);
+      be.synchronize();
+      t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / calls);
+    }
+  }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
 
+// The backend a measurement runs on (--backend cuda or vulkan).
+std::unique_ptr<sa::backend> bench_backend(const gpu_bench_options& o) {
+  return sa::make_backend(o.backend, o.device, 0);
+}
+
+// The streaming-read bandwidth of the GPU in TB/s, measured by a CUDA kernel (so on NVIDIA GPUs
+// only; elsewhere NaN, and figures are printed without their fraction of it).
 double bandwidth(const gpu_bench_options& o, json_out& js) {
-  const bandwidth_figures f = measure_bandwidth(o.device);
-  if (!f.ok) sa::fail(SA_ERR_BACKEND, "the bandwidth measurement failed");
-  std::printf("measured bandwidth: streaming read %.3f TB/s, device copy %.3f TB/s (read + write)\n\n",
-              f.read_tbps, f.copy_tbps);
-  js.line(fmt("{\"bench\":\"bandwidth\",\"read_tbps\":%.4f,\"copy_tbps\":%.4f}", f.read_tbps, f.copy_tbps));
-  return f.read_tbps;
+#ifdef SA_WITH_CUDA
+  if (!sa::list_devices(sa::backend_kind::cuda).empty()) {
+    const bandwidth_figures f = measure_bandwidth(o.backend == sa::backend_kind::cuda ? o.device : 0);
+    if (!f.ok) sa::fail(SA_ERR_BACKEND, "the bandwidth measurement failed");
+    std::printf("measured bandwidth: streaming read %.3f TB/s, device copy %.3f TB/s (read + write)\n\n",
+                f.read_tbps, f.copy_tbps);
+    js.line(fmt("{\"bench\":\"bandwidth\",\"read_tbps\":%.4f,\"copy_tbps\":%.4f}", f.read_tbps, f.copy_tbps));
+    return f.read_tbps;
+  }
+#endif
+  (void)o;
+  (void)js;
+  std::printf("measured bandwidth: n/a (measured with CUDA, which this machine or build lacks)\n\n");
+  return NAN;
 }
 
 void attention(const gpu_bench_options& o, double bw, json_out& js) {
-  auto be_ptr = sa::make_backend(sa::backend_kind::cuda, o.device, 0);
-  auto& be = dynamic_cast<sa::cuda::cuda_backend&>(*be_ptr);
+  const std::unique_ptr<sa::backend> be_ptr = bench_backend(o);
+  sa::backend& be = *be_ptr;
   sa::step_buffer meta(be);
   const int32_t n_heads = 32, n_kv = 8, hd = 128;
   std::printf("decode attention, 1 row, %d query / %d KV heads x %d, f16 cache (bytes: K + V read once)\n",
@@ -158,8 +190,8 @@ void attention(const gpu_bench_options& o, double bw, json_out& js) {
 }
 
 void gemv(const gpu_bench_options& o, double bw, json_out& js) {
-  auto be_ptr = sa::make_backend(sa::backend_kind::cuda, o.device, 0);
-  auto& be = dynamic_cast<sa::cuda::cuda_backend&>(*be_ptr);
+  const std::unique_ptr<sa::backend> be_ptr = bench_backend(o);
+  sa::backend& be = *be_ptr;
   struct shape {
     const char* name;
     int64_t n_in, n_out;
@@ -199,8 +231,8 @@ void gemv(const gpu_bench_options& o, double bw, json_out& js) {
 
 // Prefill products on tensor cores: M rows x the 8B shapes, by type, in TFLOP/s.
 void gemm(const gpu_bench_options& o, json_out& js) {
-  auto be_ptr = sa::make_backend(sa::backend_kind::cuda, o.device, 0);
-  auto& be = dynamic_cast<sa::cuda::cuda_backend&>(*be_ptr);
+  const std::unique_ptr<sa::backend> be_ptr = bench_backend(o);
+  sa::backend& be = *be_ptr;
   struct shape {
     const char* name;
     int64_t n_in, n_out;
@@ -260,7 +292,7 @@ void decode(const gpu_bench_options& o, double bw, json_out& js) {
   std::uniform_int_distribution<int32_t> tok(300, hp.n_vocab - 3);
   for (int depth : o.depths) {
     sa::session_config c;
-    c.backend = sa::backend_kind::cuda;
+    c.backend = o.backend;
     c.device = o.device;
     c.n_ctx = depth + o.steps + 16;
     c.n_batch = o.batch;
@@ -294,13 +326,19 @@ void decode(const gpu_bench_options& o, double bw, json_out& js) {
 int gpu_bench(const std::string& what, const gpu_bench_options& o) {
   try {
     std::string why;
-    const std::vector<sa::device_info> devs = sa::list_devices(sa::backend_kind::cuda, &why);
+    const std::vector<sa::device_info> devs = sa::list_devices(o.backend, &why);
     if (devs.empty()) {
-      std::fprintf(stderr, "sa-bench gpu: no CUDA device: %s\n", why.c_str());
+      std::fprintf(stderr, "sa-bench gpu: no %s device: %s\n", o.backend == sa::backend_kind::cuda ? "CUDA" : "Vulkan",
+                   why.c_str());
       return 1;
     }
-    const sa::device_info& d = devs[static_cast<size_t>(std::min<int>(o.device, static_cast<int>(devs.size()) - 1))];
-    std::printf("device: %s, %d SMs, %.1f GiB, compute %d.%d\n", d.name.c_str(), d.multiprocessors,
+    if (o.device < 0 || static_cast<size_t>(o.device) >= devs.size()) {
+      std::fprintf(stderr, "sa-bench gpu: device %d does not exist (%zu found)\n", o.device, devs.size());
+      return 1;
+    }
+    const sa::device_info& d = devs[static_cast<size_t>(o.device)];
+    std::printf("backend: %s, device: %s, %d SMs, %.1f GiB, compute %d.%d\n",
+                o.backend == sa::backend_kind::cuda ? "cuda" : "vulkan", d.name.c_str(), d.multiprocessors,
                 static_cast<double>(d.memory_bytes) / (1 << 30), d.compute_major, d.compute_minor);
     json_out js(o.json);
     const double bw = bandwidth(o, js);

@@ -1,5 +1,6 @@
-// sa-bench gpu: speed on an NVIDIA GPU, every figure against the card's streaming bandwidth
-// measured in the same run (gpu_kernels.cu).
+// sa-bench gpu: speed on a GPU through the CUDA or the Vulkan backend (--backend), every
+// memory-bound figure against the card's streaming bandwidth measured in the same run (by a
+// CUDA kernel, gpu_kernels.cu: on NVIDIA GPUs; elsewhere the fractions are left out).
 //
 //   bandwidth   the streaming-read and device-copy bandwidth
 //   attention   decode attention alone, 32 query / 8 KV heads x 128, f16 cache, by context length
@@ -8,14 +9,17 @@
 //   decode      end to end on a model file: decode tokens/s at context depths, against the
 //               bytes floor (weights + KV read once per token / bandwidth), and prefill tokens/s
 //   all         all of the above (decode when --model is given)
-// Memory-bound kernels are timed over buffers rotated past the L2 cache, replayed as one CUDA
-// graph per measurement (medians over repetitions).
+// Memory-bound kernels are timed over buffers rotated past the L2 cache, replayed as one
+// recorded step per measurement (medians over repetitions).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+
 struct gpu_bench_options {
+  sa::backend_kind backend = sa::backend_kind::cuda;
   int device = 0;
   std::vector<int> lengths = {4096, 8192, 16384, 32768, 65536, 131072};
   std::vector<std::string> types = {"f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"};

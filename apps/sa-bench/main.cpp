@@ -29,7 +29,7 @@
 #include "sa/sa.h"
 #include "sparse_decode.h"
 #include "store_bench.h"
-#ifdef SA_WITH_CUDA
+#if defined(SA_WITH_CUDA) || defined(SA_WITH_VULKAN)
 #include "gpu_bench.h"
 #endif
 
@@ -219,7 +219,8 @@ int main(int argc, char** argv) {
     ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
     ("steps", "sparse and gpu decode modes: decode steps", cxxopts::value<int>()->default_value("64"))
     ("what", "gpu mode: bandwidth, attention, gemv, decode or all", cxxopts::value<std::string>()->default_value("all"))
-    ("device", "gpu mode: CUDA device index", cxxopts::value<int>()->default_value("0"))
+    ("backend", "gpu mode: cuda or vulkan", cxxopts::value<std::string>()->default_value("cuda"))
+    ("device", "gpu mode: device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("keys", "gpu attention: context lengths", cxxopts::value<std::vector<int>>()->default_value("4096,8192,16384,32768,65536,131072"))
     ("types", "gpu gemv: weight types", cxxopts::value<std::vector<std::string>>()->default_value("f16,bf16,q8_0,q4_0,q4_k,q6_k"))
     ("depths", "gpu decode: context depths", cxxopts::value<std::vector<int>>()->default_value("0,8192,32768,131072"))
@@ -270,8 +271,14 @@ int main(int argc, char** argv) {
     }
   }
   if (mode == "gpu") {
-#ifdef SA_WITH_CUDA
+#if defined(SA_WITH_CUDA) || defined(SA_WITH_VULKAN)
     gpu_bench_options o;
+    const std::string be = args["backend"].as<std::string>();
+    if (be != "cuda" && be != "vulkan") {
+      std::fprintf(stderr, "sa-bench gpu: --backend is cuda or vulkan, not '%s'\n", be.c_str());
+      return 2;
+    }
+    o.backend = be == "cuda" ? sa::backend_kind::cuda : sa::backend_kind::vulkan;
     o.device = args["device"].as<int>();
     o.lengths = args["keys"].as<std::vector<int>>();
     o.types = args["types"].as<std::vector<std::string>>();
@@ -282,7 +289,7 @@ int main(int argc, char** argv) {
     o.json = args["json"].as<std::string>();
     return gpu_bench(args["what"].as<std::string>(), o);
 #else
-    std::fprintf(stderr, "sa-bench: this build has no CUDA backend\n");
+    std::fprintf(stderr, "sa-bench: this build has no GPU backend (CUDA or Vulkan)\n");
     return 2;
 #endif
   }

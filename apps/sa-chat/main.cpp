@@ -18,6 +18,7 @@
 
 #include <cxxopts.hpp>
 
+#include "common/backend_flag.h"
 #include "sa/sa.h"
 
 namespace {
@@ -142,6 +143,8 @@ int main(int argc, char** argv) {
     ("temp", "sampling temperature; 0 = greedy", cxxopts::value<float>()->default_value("0"))
     ("seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
+    ("backend", backend_flag_help(), cxxopts::value<std::string>()->default_value("auto"))
+    ("device", "device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("h,help", "print this help");
   // clang-format on
   cxxopts::ParseResult args;
@@ -169,6 +172,12 @@ int main(int argc, char** argv) {
   sa_session_params p;
   sa_session_params_init(&p);
   p.n_threads = args["threads"].as<int>();
+  p.backend = backend_from_flag(args["backend"].as<std::string>());
+  if (p.backend < 0) {
+    sa_model_destroy(c.model);
+    return 2;
+  }
+  p.device = args["device"].as<int>();
   p.store_path = c.store.c_str();
   p.session_id = c.id.c_str();
   sa_status st = sa_session_resume(c.model, &p, &c.session);

@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     ("trials", "prompts per (length, depth bin)", cxxopts::value<int>()->default_value("2"))
     ("seed", "seed of the prompts", cxxopts::value<uint64_t>()->default_value("1"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
-    ("backend", "auto (a CUDA GPU when there is one), cpu or cuda",
+    ("backend", backend_flag_help(),
         cxxopts::value<std::string>()->default_value("auto"))
     ("device", "device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("store", "session store: save each prompt's session after its prefill and answer from the "

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     ("top-p", "nucleus probability mass; 1 = all", cxxopts::value<float>()->default_value("1"))
     ("seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
-    ("backend", "auto (a CUDA GPU when there is one), cpu or cuda",
+    ("backend", backend_flag_help(),
         cxxopts::value<std::string>()->default_value("auto"))
     ("device", "device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("c,ctx", "context size in tokens; 0 = the model's trained context",

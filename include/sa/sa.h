@@ -268,10 +268,13 @@ typedef struct sa_session sa_session;
 
 /* Compute backends (sa_session_params.backend, sa_backend_desc.kind). */
 #define SA_BACKEND_AUTO 0 /* the best backend this build and machine offer: the first CUDA
-                             device when there is one, otherwise the CPU */
+                             device when there is one, else the first Vulkan GPU (not a
+                             software one such as lavapipe), otherwise the CPU */
 #define SA_BACKEND_CPU  1
 #define SA_BACKEND_CUDA 2 /* NVIDIA GPUs (a build with the CUDA backend, a driver and a GPU) */
-#define SA_BACKEND_VULKAN 3 /* not in this release: SA_ERR_UNSUPPORTED */
+#define SA_BACKEND_VULKAN 3 /* any Vulkan 1.2 device with buffer device addresses and subgroup
+                               arithmetic: AMD, Intel, Apple (MoltenVK), NVIDIA, Mesa's lavapipe
+                               (a build with the Vulkan backend and a Vulkan loader) */
 
 /* Element type of the KV cache (sa_session_params.kv_type). */
 #define SA_KV_DEFAULT 0 /* the backend's choice: F32 on the CPU, F16 on a GPU */
@@ -481,7 +484,7 @@ typedef struct sa_stats {
                                        ran sparse */
   uint64_t sparse_keys_total;       /* keys dense attention would have read for those pairs */
   uint64_t n_rectified;             /* tokens rewritten by ReSA rectification so far */
-  int32_t backend;                  /* SA_BACKEND_CPU or SA_BACKEND_CUDA: where it runs */
+  int32_t backend;                  /* SA_BACKEND_CPU, _CUDA or _VULKAN: where it runs */
   int32_t device;                   /* the device index within that kind */
   int32_t kv_type;                  /* SA_KV_F32, SA_KV_F16 or SA_KV_BF16 */
 } sa_stats;
@@ -518,20 +521,24 @@ SA_API sa_status sa_session_head_stats(const sa_session *session, sa_head_stat *
 **
 ** A build of sa may include several compute backends; sa_backend_count() and sa_backend_info()
 ** list the devices this build can use on this machine: the CPU first (always present), then
-** each CUDA GPU. A library built with CUDA loads and runs on machines without an NVIDIA driver
-** or GPU: the CUDA devices are then simply absent from the list (the CUDA runtime is linked
-** statically and the driver is looked for only when first needed).
+** each CUDA GPU, then each Vulkan device. A library built with CUDA or Vulkan loads and runs on
+** machines without an NVIDIA driver, a Vulkan loader or a GPU: those devices are then simply
+** absent from the list (the CUDA runtime is linked statically and the driver is looked for only
+** when first needed; the Vulkan loader is opened at run time, never linked). A GPU may appear
+** twice, once through CUDA and once through Vulkan.
 */
 typedef struct sa_backend_desc {
   uint32_t struct_size;     /* set by the caller: sizeof(sa_backend_desc) */
-  int32_t kind;             /* SA_BACKEND_CPU or SA_BACKEND_CUDA */
+  int32_t kind;             /* SA_BACKEND_CPU, SA_BACKEND_CUDA or SA_BACKEND_VULKAN */
   int32_t device;           /* index within its kind (sa_session_params.device) */
   char name[128];           /* "NVIDIA H100 80GB HBM3", "CPU (16 threads)"; NUL-terminated */
   uint64_t memory_bytes;    /* device memory (for the CPU: physical memory) */
   uint64_t free_bytes;      /* free memory when listed */
   int32_t compute_major;    /* CUDA compute capability (9.0 for Hopper); 0 for the CPU */
   int32_t compute_minor;
-  int32_t multiprocessors;  /* streaming multiprocessors (CUDA) or hardware threads (CPU) */
+  int32_t multiprocessors;  /* streaming multiprocessors (CUDA) or hardware threads (CPU); 0
+                               for Vulkan devices */
+  int32_t software;         /* 1 for a GPU API run by the CPU (Mesa's lavapipe), else 0 */
 } sa_backend_desc;
 
 /* sa_backend_count — the number of devices sa_backend_info() describes (at least 1: the CPU).

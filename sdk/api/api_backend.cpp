@@ -15,7 +15,18 @@ std::vector<listed> all_devices() {
   for (size_t i = 0; i < cpu.size(); ++i) out.push_back({SA_BACKEND_CPU, static_cast<int32_t>(i), cpu[i]});
   const std::vector<sa::device_info> cuda = sa::list_devices(sa::backend_kind::cuda);
   for (size_t i = 0; i < cuda.size(); ++i) out.push_back({SA_BACKEND_CUDA, static_cast<int32_t>(i), cuda[i]});
+  const std::vector<sa::device_info> vk = sa::list_devices(sa::backend_kind::vulkan);
+  for (size_t i = 0; i < vk.size(); ++i) out.push_back({SA_BACKEND_VULKAN, static_cast<int32_t>(i), vk[i]});
   return out;
+}
+
+// Device `device` of a kind, checked to exist (SA_ERR_UNSUPPORTED saying why not).
+void require_device(sa::backend_kind kind, const char* label, int32_t device) {
+  std::string why;
+  const size_t n = sa::list_devices(kind, &why).size();
+  if (n == 0) sa::fail(SA_ERR_UNSUPPORTED, "no %s device: %s", label, why.c_str());
+  if (static_cast<size_t>(device) >= n)
+    sa::fail(SA_ERR_UNSUPPORTED, "%s device %d does not exist (this machine has %zu)", label, device, n);
 }
 }  // namespace
 
@@ -23,28 +34,37 @@ void choose_backend(const sa_session_params& p, sa::session_config& c) {
   if (p.device < 0) sa::fail(SA_ERR_INVALID_ARG, "device %d is negative", p.device);
   c.device = p.device;
   switch (p.backend) {
-    case SA_BACKEND_AUTO:
+    case SA_BACKEND_AUTO: {
       if (p.device != 0)
         sa::fail(SA_ERR_INVALID_ARG, "device %d with SA_BACKEND_AUTO: name the backend kind too",
                  p.device);
-      c.backend = sa::list_devices(sa::backend_kind::cuda).empty() ? sa::backend_kind::cpu
-                                                                    : sa::backend_kind::cuda;
+      // The first CUDA device, else the first Vulkan GPU (not one run by the CPU), else the CPU.
+      c.backend = sa::backend_kind::cpu;
+      if (!sa::list_devices(sa::backend_kind::cuda).empty()) {
+        c.backend = sa::backend_kind::cuda;
+        return;
+      }
+      const std::vector<sa::device_info> vk = sa::list_devices(sa::backend_kind::vulkan);
+      for (size_t i = 0; i < vk.size(); ++i)
+        if (!vk[i].software) {
+          c.backend = sa::backend_kind::vulkan;
+          c.device = static_cast<int32_t>(i);
+          return;
+        }
       return;
+    }
     case SA_BACKEND_CPU:
       if (p.device != 0) sa::fail(SA_ERR_INVALID_ARG, "device %d: the CPU backend has one device", p.device);
       c.backend = sa::backend_kind::cpu;
       return;
-    case SA_BACKEND_CUDA: {
-      std::string why;
-      const size_t n = sa::list_devices(sa::backend_kind::cuda, &why).size();
-      if (n == 0) sa::fail(SA_ERR_UNSUPPORTED, "no CUDA device: %s", why.c_str());
-      if (static_cast<size_t>(p.device) >= n)
-        sa::fail(SA_ERR_UNSUPPORTED, "CUDA device %d does not exist (this machine has %zu)", p.device, n);
+    case SA_BACKEND_CUDA:
+      require_device(sa::backend_kind::cuda, "CUDA", p.device);
       c.backend = sa::backend_kind::cuda;
       return;
-    }
     case SA_BACKEND_VULKAN:
-      sa::fail(SA_ERR_UNSUPPORTED, "the Vulkan backend is not in this release");
+      require_device(sa::backend_kind::vulkan, "Vulkan", p.device);
+      c.backend = sa::backend_kind::vulkan;
+      return;
     default: sa::fail(SA_ERR_INVALID_ARG, "backend %d is not an SA_BACKEND_* value", p.backend);
   }
 }
@@ -68,7 +88,11 @@ int32_t kv_type_code(sa::dtype t) {
 }
 
 int32_t backend_code(sa::backend_kind k) {
-  return k == sa::backend_kind::cuda ? SA_BACKEND_CUDA : SA_BACKEND_CPU;
+  switch (k) {
+    case sa::backend_kind::cuda: return SA_BACKEND_CUDA;
+    case sa::backend_kind::vulkan: return SA_BACKEND_VULKAN;
+    default: return SA_BACKEND_CPU;
+  }
 }
 
 }  // namespace sa::api
@@ -98,6 +122,7 @@ sa_status sa_backend_info(int32_t index, sa_backend_desc* out) {
     o.compute_major = d.info.compute_major;
     o.compute_minor = d.info.compute_minor;
     o.multiprocessors = d.info.multiprocessors;
+    o.software = d.info.software ? 1 : 0;
     sa::api::write_info(out, o, "sa_backend_desc");
   });
 }
