@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing sa needs on Debian 12 / Ubuntu (run as root or via sudo).
+# The Vulkan packages build the Vulkan backend and run its tests on Mesa's lavapipe (a CPU
+# Vulkan driver) under the validation layer.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -7,4 +9,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git \
-  libgtest-dev libcxxopts-dev libstb-dev libsqlite3-dev wamerican >/dev/null
+  libgtest-dev libcxxopts-dev libstb-dev libsqlite3-dev wamerican \
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers >/dev/null

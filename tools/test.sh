@@ -16,6 +16,7 @@ if [ "$mode" = "--sanitize" ]; then
   dir=build-asan
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSA_WERROR="$werror" -DSA_SANITIZE=ON >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 else
   dir=build
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSA_WERROR="$werror" >/dev/null

@@ -13,7 +13,7 @@ namespace sa_test {
 
 // The kinds compiled in, CPU first.
 std::vector<sa::backend_kind> compiled_backends();
-// "cpu", "cuda": test-name suffixes.
+// "cpu", "cuda", "vulkan": test-name suffixes.
 std::string backend_label(sa::backend_kind kind);
 // Empty when the kind has a device here; otherwise why not.
 std::string missing_device(sa::backend_kind kind);

@@ -180,18 +180,12 @@ TEST_F(api, invalid_params_are_rejected_with_their_name) {
     EXPECT_NE(std::string(sa_last_error()).find(c.name), std::string::npos) << sa_last_error();
     EXPECT_EQ(s, nullptr);
   }
-  sa_session_params p;
-  sa_session_params_init(&p);
-  p.backend = SA_BACKEND_VULKAN;
-  sa_session* s = nullptr;
-  EXPECT_EQ(sa_session_create(model_, &p, &s), SA_ERR_UNSUPPORTED);
-  EXPECT_NE(std::string(sa_last_error()).find("Vulkan"), std::string::npos);
 }
 
 TEST_F(api, backends_are_listed_and_a_missing_device_is_unsupported) {
   const int32_t n = sa_backend_count();
   ASSERT_GE(n, 1);
-  int32_t cuda_devices = 0;
+  int32_t cuda_devices = 0, vulkan_devices = 0, vulkan_gpus = 0;
   for (int32_t i = 0; i < n; ++i) {
     sa_backend_desc d{};
     d.struct_size = sizeof d;
@@ -204,6 +198,10 @@ TEST_F(api, backends_are_listed_and_a_missing_device_is_unsupported) {
     if (d.kind == SA_BACKEND_CUDA) {
       EXPECT_EQ(d.device, cuda_devices++);
       EXPECT_GE(d.compute_major, 7);
+    }
+    if (d.kind == SA_BACKEND_VULKAN) {
+      EXPECT_EQ(d.device, vulkan_devices++);
+      vulkan_gpus += d.software ? 0 : 1;
     }
   }
   sa_backend_desc d{};
@@ -223,7 +221,16 @@ TEST_F(api, backends_are_listed_and_a_missing_device_is_unsupported) {
   EXPECT_EQ(s, nullptr);
   EXPECT_NE(std::string(sa_last_error()).find("CUDA"), std::string::npos) << sa_last_error();
 
-  // AUTO takes the first CUDA device when there is one, else the CPU; stats say which.
+  // The same for Vulkan.
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_VULKAN;
+  p.device = vulkan_devices;
+  EXPECT_EQ(sa_session_create(model_, &p, &s), SA_ERR_UNSUPPORTED);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(sa_last_error()).find("Vulkan"), std::string::npos) << sa_last_error();
+
+  // AUTO takes the first CUDA device when there is one, else the first Vulkan GPU (never a
+  // software one), else the CPU; stats say which.
   sa_session_params_init(&p);
   ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
   const std::vector<int32_t> t = tokenize("hello");
@@ -233,8 +240,22 @@ TEST_F(api, backends_are_listed_and_a_missing_device_is_unsupported) {
   sa_stats st{};
   st.struct_size = sizeof st;
   ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
-  EXPECT_EQ(st.backend, cuda_devices > 0 ? SA_BACKEND_CUDA : SA_BACKEND_CPU);
-  EXPECT_EQ(st.kv_type, cuda_devices > 0 ? SA_KV_F16 : SA_KV_F32);
+  const int32_t want = cuda_devices > 0 ? SA_BACKEND_CUDA : vulkan_gpus > 0 ? SA_BACKEND_VULKAN : SA_BACKEND_CPU;
+  EXPECT_EQ(st.backend, want);
+  EXPECT_EQ(st.kv_type, want == SA_BACKEND_CPU ? SA_KV_F32 : SA_KV_F16);
+  sa_session_destroy(s);
+
+  // A session named onto the first Vulkan device runs there (lavapipe on a machine without a GPU).
+  if (vulkan_devices == 0) return;
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_VULKAN;
+  ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK) << sa_session_errmsg(s);
+  ASSERT_EQ(sa_decode_step(s, t.back(), &next), SA_OK) << sa_session_errmsg(s);
+  ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
+  EXPECT_EQ(st.backend, SA_BACKEND_VULKAN);
+  EXPECT_EQ(st.device, 0);
+  EXPECT_EQ(st.kv_type, SA_KV_F16);
   sa_session_destroy(s);
 }
 
