@@ -14,8 +14,11 @@
 // set's size) cut into `splits` ranges of whole tiles. The span comes from the device lengths,
 // the split count from launch shapes only, so a recorded step replays for any lengths up to
 // `bound`. Keys stream in tiles of 128:
-//   scores:  invocation t scores key tb + t against every query vector (q from shared memory,
-//            the key row read once, 8 elements at a time), masked past each vector's kv_len;
+//   scores:  a run of LK lanes of a subgroup (a power of two, at most a row's eight-element
+//            chunks) reads one key row in coalesced 8-element loads and dots it with every
+//            query vector (the lane's first chunk of q in registers, the rest from shared
+//            memory); the run's partial dots meet by xor shuffles, NP passes of KPP keys in
+//            flight; then invocation t takes key tb + t's dots, masked past each vector's kv_len;
 //   softmax: tile maxima per vector by subgroup max and shared memory; the running max and the
 //            rescale factor are the same in every invocation; each invocation keeps the sum of
 //            its own keys' weights (added up at the end) and leaves the weights in shared memory;
@@ -31,6 +34,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "attention.glsl"
 
 #define WG 128u       // invocations
@@ -38,6 +42,8 @@
 #define MAX_DIM 256u  // the largest head_dim
 #define MAX_SUB 32u   // subgroups of a workgroup (subgroups of at least 4 invocations)
 #define GV ((GMAX + 3u) / 4u)  // query vectors in fours
+#define NP (GMAX <= 4u ? 4u : 2u)  // score passes with loads in flight together (measured: a
+                                   // whole tile's worth spills registers and runs slower)
 
 layout(local_size_x = 128) in;
 
@@ -61,7 +67,7 @@ layout(push_constant) uniform params {
   uint hb;        // heads per workgroup (hb * rb <= GMAX)
   uint rb;        // rows per workgroup
   uint bound;     // kv_len bound (dense) / largest set (sets)
-  uint flags;     // 1: v_rows (dense) or log weights (sets)
+  uint flags;     // 1: v_rows (dense) or log weights (sets); 2: k and v 16-byte aligned
 };
 
 // q [vector][head_dim / 4]; after the keys, the key lanes' value sums [slot][vector][head_dim / 4].
@@ -69,12 +75,6 @@ shared vec4 sh_q[GMAX * MAX_DIM / 4u];
 shared vec4 sh_p[GMAX * TK / 4u];    // the tile's weights [vector][key / 4]
 shared vec4 sh_red[GV * MAX_SUB];    // per subgroup: maxima, then weight sums [vectors / 4][subgroup]
 shared uint sh_vrow[TK];             // the value row of each key of the tile
-
-// Elements e .. e + 7 of a cache array (e a multiple of 8).
-void kv_oct(words p, uint e, out vec4 a, out vec4 b) {
-  a = kv_quad(p, e);
-  b = kv_quad(p, e + 4u);
-}
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
@@ -97,6 +97,13 @@ void main() {
   // The final sum of the key lanes: P lanes a round.
   const uint P = MAX_DIM / D;
   const uint n_blocks = (n + rb - 1u) / rb;
+  // Score lanes: runs of LK lanes of a subgroup share a key row (lane lk reads its elements
+  // [8 lk, 8 lk + 8), then every 8 LK further), KPP keys a pass; kidx is this run's key.
+  const uint LK = 1u << findMSB(min(TR, gl_SubgroupSize));  // a power of two
+  const uint KPP = WG / LK;
+  const uint lk = gl_SubgroupInvocationID % LK;
+  const uint kidx = gl_SubgroupID * (gl_SubgroupSize / LK) + gl_SubgroupInvocationID / LK;
+  const bool wide = (flags & 2u) != 0u;
 
   for (uint blk = gl_WorkGroupID.z; blk < n_blocks; blk += gl_NumWorkGroups.z) {
     const uint r0 = blk * rb;
@@ -141,34 +148,67 @@ void main() {
     }
     [[unroll]] for (uint m = 0u; m < GMAX; ++m) acc[m][0] = acc[m][1] = vec4(0.0);
 
+    // The query elements this invocation dots in the first round of every key (its lane's
+    // eight), kept in registers; later rounds (a key run shorter than a row) read sh_q.
+    vec4 qa[GMAX], qb[GMAX];
+    [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
+      qa[m] = m < M ? sh_q[m * D4 + 2u * lk] : vec4(0.0);
+      qb[m] = m < M ? sh_q[m * D4 + 2u * lk + 1u] : vec4(0.0);
+    }
+
     for (uint tb = kb; tb < ke; tb += TK) {
+      // Raw dots: a run of LK lanes per key, KPP keys a pass; into sh_p as [vector][key].
+      for (uint p0 = 0u; p0 < TK; p0 += NP * KPP) {
+        float dots[NP][GMAX];
+        [[unroll]] for (uint h = 0u; h < NP; ++h) {
+          [[unroll]] for (uint m = 0u; m < GMAX; ++m) dots[h][m] = 0.0;
+          const uint j = tb + p0 + h * KPP + kidx;
+          if (p0 + h * KPP + kidx < TK && j < ke) {
+#if SETS
+            const uint krow = uint(rows.v[first + j]);
+#else
+            const uint krow = j;
+#endif
+            const uint kr = (k_base + krow) * D;
+            vec4 ka, kb2;
+            kv_oct(k, kr + 8u * lk, wide, ka, kb2);
+            [[unroll]] for (uint m = 0u; m < GMAX; ++m)
+              if (m < M) dots[h][m] = dot(ka, qa[m]) + dot(kb2, qb[m]);
+            for (uint e = 8u * (lk + LK); e < D; e += 8u * LK) {
+              kv_oct(k, kr + e, wide, ka, kb2);
+              const uint qe = e >> 2;
+              [[unroll]] for (uint m = 0u; m < GMAX; ++m)
+                if (m < M) dots[h][m] += dot(ka, sh_q[m * D4 + qe]) + dot(kb2, sh_q[m * D4 + qe + 1u]);
+            }
+          }
+        }
+        [[unroll]] for (uint h = 0u; h < NP; ++h) {
+          [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
+            if (m < M) {
+              float x = dots[h][m];
+              for (uint sh = LK >> 1; sh > 0u; sh >>= 1) x += subgroupShuffleXor(x, sh);
+              const uint u = p0 + h * KPP + kidx;
+              if (lk == 0u && u < TK) sh_p[(m * TK + u) >> 2][u & 3u] = x;
+            }
+          }
+        }
+      }
+      barrier();
       // Scores of key tb + t.
       const uint j = tb + t;
       vec4 s[GV];
       [[unroll]] for (uint g = 0u; g < GV; ++g) s[g] = vec4(NEG_INF);
       if (j < ke) {
 #if SETS
-        const uint krow = uint(rows.v[first + j]);
-        const uint vrow = krow;
+        const uint vrow = uint(rows.v[first + j]);
         const float bias = (flags & 1u) != 0u ? log_w.v[first + j] : 0.0;
 #else
-        const uint krow = j;
         const uint vrow = (flags & 1u) != 0u ? uint(rows.v[j]) : j;
         const float bias = 0.0;
 #endif
         sh_vrow[t] = vrow;
-        float dots[GMAX];
-        [[unroll]] for (uint m = 0u; m < GMAX; ++m) dots[m] = 0.0;
-        const uint kr = (k_base + krow) * D;
-        for (uint e = 0u; e < D; e += 8u) {
-          vec4 ka, kb2;
-          kv_oct(k, kr + e, ka, kb2);
-          const uint qe = e >> 2;
-          [[unroll]] for (uint m = 0u; m < GMAX; ++m)
-            if (m < M) dots[m] += dot(ka, sh_q[m * D4 + qe]) + dot(kb2, sh_q[m * D4 + qe + 1u]);
-        }
         [[unroll]] for (uint m = 0u; m < GMAX; ++m)
-          if (valid[m] && j < len[m]) s[m >> 2][m & 3u] = dots[m] * scale + bias;
+          if (valid[m] && j < len[m]) s[m >> 2][m & 3u] = sh_p[(m * TK + t) >> 2][t & 3u] * scale + bias;
       }
       // Tile maxima, the new running maxima, the weights.
       [[unroll]] for (uint g = 0u; g < GV; ++g) {
@@ -199,7 +239,7 @@ void main() {
           [[unroll]] for (uint x = 0u; x < 4u; ++x) {
             const uint u = 4u * u4 + x;
             if (u < nt) {
-              kv_oct(v, (v_base + sh_vrow[u]) * D + col, va[x], vb[x]);
+              kv_oct(v, (v_base + sh_vrow[u]) * D + col, wide, va[x], vb[x]);
             } else {
               va[x] = vb[x] = vec4(0.0);
             }

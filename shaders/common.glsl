@@ -12,6 +12,8 @@
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer floats { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer words { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer ints { int v[]; };
+// The same memory in 16-byte loads, for tensors the host has checked to be 16-byte aligned.
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer quads { uvec4 v[]; };
 
 // ---- f16 and bf16 ---------------------------------------------------------------------------
 // Element i of a packed f16 array.

@@ -62,12 +62,34 @@ layout(push_constant) uniform params {
   uint rows[3];     // rows of weight j (= width of y_j)
   uint n;           // rows of x (at most NX)
   uint cols;        // width of x and of every weight
-  uint mode;        // 0 store, 1 accumulate, 2 swiglu (w_0 gate, w_1 up, out y_0)
+  uint mode;        // 0 store, 1 accumulate, 2 swiglu (w_0 gate, w_1 up, out y_0); + 4: wide loads
   uint count;       // weights (swiglu: 2)
 };
 
 // Partial sums of the subgroups: [subgroup][RW * NX] (subgroups of at least 4 invocations).
 shared float red[(WG / 4u) * RW * NX];
+
+#if WTYPE <= 2
+// Chunk c (elements 8c .. 8c + 7) of row r of a float weight in 16-byte loads (cols a multiple
+// of 8 and the base 16-byte aligned, checked by the host: mode & 4).
+void w_chunk16(uvec2 base, uint cols, uint r, uint c, out vec4 lo, out vec4 hi) {
+  quads w = quads(base);
+#if WTYPE == 0
+  const uint i = r * (cols >> 2) + 2u * c;
+  lo = uintBitsToFloat(w.v[i]);
+  hi = uintBitsToFloat(w.v[i + 1u]);
+#else
+  const uvec4 u = w.v[r * (cols >> 3) + c];
+#if WTYPE == 1
+  lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+  hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+#else
+  lo = uintBitsToFloat(uvec4(u.x << 16, u.x & 0xFFFF0000u, u.y << 16, u.y & 0xFFFF0000u));
+  hi = uintBitsToFloat(uvec4(u.z << 16, u.z & 0xFFFF0000u, u.w << 16, u.w & 0xFFFF0000u));
+#endif
+#endif
+}
+#endif
 
 float total(uint v) {
   float s = 0.0;
@@ -77,7 +99,9 @@ float total(uint v) {
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
-  const bool swiglu = mode == 2u;
+  const uint op = mode & 3u;               // 0 store, 1 accumulate, 2 swiglu
+  const bool wide = (mode & 4u) != 0u;     // float weights and x in 16-byte loads
+  const bool swiglu = op == 2u;
   const uint per = swiglu ? RW / 2u : RW;  // output rows per block
   const uint n_w = swiglu ? 1u : count;    // outputs
   uint blocks[3];
@@ -110,6 +134,31 @@ void main() {
     float acc[RW][NX];
     [[unroll]] for (uint r = 0u; r < RW; ++r) [[unroll]] for (uint i = 0u; i < NX; ++i) acc[r][i] = 0.0;
 
+#if WTYPE <= 2
+    if (wide) {
+      // Two chunks per invocation in flight: 2 RW weight loads and 4 NX x loads of 16 bytes.
+      quads xq = quads(x);
+      for (uint c0 = t; c0 < n_chunks; c0 += 2u * WG) {
+        [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+          const uint c = c0 + h * WG;
+          if (c < n_chunks) {
+            vec4 lo[RW], hi[RW];
+            [[unroll]] for (uint r = 0u; r < RW; ++r) {
+              if (live[r]) w_chunk16(wa[r], cols, wr[r], c, lo[r], hi[r]);
+              else lo[r] = hi[r] = vec4(0.0);
+            }
+            [[unroll]] for (uint i = 0u; i < NX; ++i) {
+              if (i < n) {
+                const uint o = (i * cols + 8u * c) >> 2;
+                const vec4 xl = uintBitsToFloat(xq.v[o]), xh = uintBitsToFloat(xq.v[o + 1u]);
+                [[unroll]] for (uint r = 0u; r < RW; ++r) acc[r][i] += dot(lo[r], xl) + dot(hi[r], xh);
+              }
+            }
+          }
+        }
+      }
+    } else
+#endif
     for (uint c = t; c < n_chunks; c += WG) {
       const uint k = chunk_k(c);
       vec4 xl[NX], xh[NX];
@@ -165,7 +214,7 @@ void main() {
         floats yj = floats(y[j]);
         const uint at = i * rows[j] + o;
         const float s = total(t);
-        yj.v[at] = mode == 1u ? yj.v[at] + s : s;
+        yj.v[at] = op == 1u ? yj.v[at] + s : s;
       }
     }
     barrier();  // red is free for the next block

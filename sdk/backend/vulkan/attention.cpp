@@ -61,9 +61,10 @@ static_assert(sizeof(split_pc) == 112 && sizeof(mass_pc) == 80 && sizeof(probe_p
 
 constexpr int64_t k_vectors = 8;          // attention.comp's GMAX: query vectors per workgroup
 constexpr int64_t k_max_head_dim = 256;   // attention_split.glsl's MAX_DIM
-constexpr int64_t k_max_splits = 64;
-constexpr int64_t k_split_keys = 512;     // keys per split at least (four tiles of 128)
-constexpr int64_t k_target_groups = 512;  // workgroups a split launch aims at (a GPU's fill)
+constexpr int64_t k_max_splits = 256;
+constexpr int64_t k_split_keys = 128;      // keys per split at least (a tile)
+constexpr int64_t k_target_groups = 2048;  // workgroups a split launch aims at: a GPU's fill, with
+                                           // enough loads in flight to hide memory latency
 constexpr int64_t k_grid = 65535;         // workgroups per grid dimension
 constexpr int64_t k_max_index = int64_t{1} << 32;  // element indices stay 32-bit in the shaders
 constexpr size_t k_slot_o = 2, k_slot_lse = 3;
@@ -111,6 +112,12 @@ void check_outputs(const char* op, int64_t n, int32_t n_heads, int32_t head_dim,
       lse.elements() < n * n_heads)
     fail(SA_ERR_INTERNAL, "%s: out or lse smaller than %lld rows of %d heads", op,
          static_cast<long long>(n), n_heads);
+}
+
+// Flag 2 of the split kernel: K and V start on 16-byte boundaries, so rows (head_dim a multiple
+// of 8 elements) are read in 16-byte loads.
+uint32_t wide_flag(const vulkan_backend& be, const tensor& k, const tensor& v) {
+  return be.addr(k) % 16 == 0 && be.addr(v) % 16 == 0 ? 2u : 0u;
 }
 
 // Splits of the keys per workgroup of `groups`, for key spans up to `bound`: enough
@@ -189,9 +196,12 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
   pc.hb = u32(hb);
   pc.rb = u32(rb);
   pc.bound = u32(bound);
-  pc.flags = kv.v_rows ? 1u : 0u;
-  run_split(*this, by_type(type, shader::attention_f32, shader::attention_f16, shader::attention_bf16), pc, n,
-            n * n_heads, n_kv_heads, chunks, splits, out, lse);
+  pc.flags = (kv.v_rows ? 1u : 0u) | wide_flag(*this, *kv.k, *kv.v);
+  // Blocks of at most 4 vectors (a decode row of a group of up to 4 heads) take the variants
+  // bounded at 4: half the registers, more keys in flight.
+  const shader s = hb * rb <= 4 ? by_type(type, shader::attention_g4_f32, shader::attention_g4_f16, shader::attention_g4_bf16)
+                                : by_type(type, shader::attention_f32, shader::attention_f16, shader::attention_bf16);
+  run_split(*this, s, pc, n, n * n_heads, n_kv_heads, chunks, splits, out, lse);
 
   if (mass && mass->n_keys > 0) {
     const mass_pc mp{addr(q), addr(*kv.k), ints(kv_len), addr(lse), addr(*mass->row_weights), addr(*mass->mass),
@@ -234,7 +244,7 @@ void vulkan_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t 
   pc.hb = 1;
   pc.rb = 1;
   pc.bound = u32(sets.largest);
-  pc.flags = sets.log_weights ? 1u : 0u;
+  pc.flags = (sets.log_weights ? 1u : 0u) | wide_flag(*this, *kv.k, *kv.v);
   run_split(*this,
             by_type(kv.k->type, shader::attention_sets_f32, shader::attention_sets_f16, shader::attention_sets_bf16),
             pc, n, items, n_kv_heads, group, splits, out, lse);

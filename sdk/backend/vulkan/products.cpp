@@ -131,6 +131,11 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
 
   if (n <= k_gemv_rows) {
     pc.mode = static_cast<uint32_t>(m);
+    // Float weights of a width that is a multiple of 8, every base 16-byte aligned: the shader
+    // reads weights and x in 16-byte loads (mode + 4).
+    bool wide = t <= 2 && cols % 8 == 0 && pc.x % 16 == 0;
+    for (size_t j = 0; j < w.size(); ++j) wide = wide && pc.w[j] % 16 == 0;
+    if (wide) pc.mode |= 4u;
     const int variant = n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
     // Blocks of 4 weight rows (swiglu: 2 outputs); the shader loops over those past the grid.
     int64_t blocks = 0;
