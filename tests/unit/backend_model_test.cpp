@@ -174,6 +174,46 @@ TEST_P(on_device, bounded_memories_match_the_cpu) {
   }
 }
 
+TEST_P(on_device, quest_and_resa_decoding_match_the_cpu) {
+  // Quest per head and ReSA (per-group selection, rectified every 16 steps) at a budget of a
+  // quarter of the pages: page summaries of an f16 cache are exact on both backends, so the
+  // devices select the same pages unless two scores tie to rounding; the keys each step reads
+  // and the logits are compared with the CPU's.
+  const auto m = shipped("sa-default-q8_0.gguf");
+  const std::vector<int32_t> prompt = prompt_tokens(*m, 700);
+  for (bool resa : {false, true}) {
+    sa::session_config c = config(backend_kind::cpu);
+    c.n_batch = 128;
+    c.sparse.method = sa::sparse_method::quest;
+    c.sparse.budget_ratio = 0.25f;
+    c.sparse.dense_layers = 1;
+    if (resa) {
+      c.sparse.granularity = sa::select_granularity::per_group;
+      c.sparse.rectify_every = 16;
+    }
+    sa::session cpu(m, c);
+    c.backend = GetParam();
+    sa::session dev(m, c);
+    const run_record want = greedy(cpu, prompt, 64);
+    const run_record got = greedy(dev, prompt, 64, &want.tokens);
+    double worst = 0;
+    for (size_t i = 0; i < want.logits.size(); ++i) worst = std::max(worst, rel_err(got.logits[i], want.logits[i]));
+    const sa::session_stats cs = cpu.stats(), ds = dev.stats();
+    const char* name = resa ? "resa" : "quest";
+    std::printf("%s: largest relative logit error %.3g, keys read %llu (cpu %llu) of %llu, rectified %llu\n",
+                name, worst, static_cast<unsigned long long>(ds.sparse_keys_attended),
+                static_cast<unsigned long long>(cs.sparse_keys_attended),
+                static_cast<unsigned long long>(cs.sparse_keys_total),
+                static_cast<unsigned long long>(ds.n_rectified));
+    EXPECT_LT(cs.sparse_keys_attended, cs.sparse_keys_total / 2) << name << ": the steps ran sparse";
+    EXPECT_NEAR(static_cast<double>(ds.sparse_keys_attended), static_cast<double>(cs.sparse_keys_attended),
+                0.01 * static_cast<double>(cs.sparse_keys_attended))
+        << name;
+    EXPECT_EQ(ds.n_rectified, cs.n_rectified) << name;
+    EXPECT_LT(worst, 2e-2) << name;
+  }
+}
+
 TEST_P(on_device, golden_logits_of_the_shipped_model_with_an_f32_cache) {
   // tests/golden: the float64 reference's logits. Decode steps (f32 matrix-vector products and
   // an f32 cache) are held to the CPU's own tolerance.
