@@ -91,6 +91,13 @@ run_record greedy(sa::session& s, const std::vector<int32_t>& prompt, int n,
   return r;
 }
 
+// The largest relative logit error of a run against the reference run, over all its steps.
+double largest_rel_err(const run_record& got, const run_record& want) {
+  double worst = 0;
+  for (size_t i = 0; i < want.logits.size(); ++i) worst = std::max(worst, rel_err(got.logits[i], want.logits[i]));
+  return worst;
+}
+
 TEST_P(on_device, shipped_model_logits_and_greedy_tokens_match_the_cpu) {
   for (const char* file : {"sa-default-q8_0.gguf", "sa-default-f16.gguf"}) {
     const auto m = shipped(file);
@@ -131,8 +138,7 @@ TEST_P(on_device, writer_made_models_of_every_arch_and_type_match_the_cpu) {
       sa::session dev(m, config(GetParam()));
       const run_record want = greedy(cpu, prompt, 64);
       const run_record got = greedy(dev, prompt, 64, &want.tokens);
-      double worst = 0;
-      for (size_t i = 0; i < want.logits.size(); ++i) worst = std::max(worst, rel_err(got.logits[i], want.logits[i]));
+      const double worst = largest_rel_err(got, want);
       EXPECT_LT(worst, 1e-2) << arch << " " << sa::traits(type).name;
       std::printf("%s %s: largest relative logit error %.3g\n", arch, sa::traits(type).name, worst);
     }
@@ -153,8 +159,7 @@ TEST_P(on_device, bounded_memories_match_the_cpu) {
     sa::session dev(m, c);
     const run_record want = greedy(cpu, prompt, 64);
     const run_record got = greedy(dev, prompt, 64, &want.tokens);
-    double worst = 0;
-    for (size_t i = 0; i < want.logits.size(); ++i) worst = std::max(worst, rel_err(got.logits[i], want.logits[i]));
+    const double worst = largest_rel_err(got, want);
     // Which token each slot holds: the same decisions on both backends (the cascade's EMA
     // scores are computed from attention masses that agree to rounding).
     const auto& ci = static_cast<const sa::cascade_memory&>(cpu.memory());
@@ -196,8 +201,7 @@ TEST_P(on_device, quest_and_resa_decoding_match_the_cpu) {
     sa::session dev(m, c);
     const run_record want = greedy(cpu, prompt, 64);
     const run_record got = greedy(dev, prompt, 64, &want.tokens);
-    double worst = 0;
-    for (size_t i = 0; i < want.logits.size(); ++i) worst = std::max(worst, rel_err(got.logits[i], want.logits[i]));
+    const double worst = largest_rel_err(got, want);
     const sa::session_stats cs = cpu.stats(), ds = dev.stats();
     const char* name = resa ? "resa" : "quest";
     std::printf("%s: largest relative logit error %.3g, keys read %llu (cpu %llu) of %llu, rectified %llu\n",
