@@ -67,7 +67,7 @@ layout(push_constant) uniform params {
   uint hb;        // heads per workgroup (hb * rb <= GMAX)
   uint rb;        // rows per workgroup
   uint bound;     // kv_len bound (dense) / largest set (sets)
-  uint flags;     // 1: v_rows (dense) or log weights (sets); 2: k and v 16-byte aligned
+  uint flags;     // 1: v_rows (dense) or log weights (sets)
 };
 
 // q [vector][head_dim / 4]; after the keys, the key lanes' value sums [slot][vector][head_dim / 4].
@@ -103,7 +103,6 @@ void main() {
   const uint KPP = WG / LK;
   const uint lk = gl_SubgroupInvocationID % LK;
   const uint kidx = gl_SubgroupID * (gl_SubgroupSize / LK) + gl_SubgroupInvocationID / LK;
-  const bool wide = (flags & 2u) != 0u;
 
   for (uint blk = gl_WorkGroupID.z; blk < n_blocks; blk += gl_NumWorkGroups.z) {
     const uint r0 = blk * rb;
@@ -171,11 +170,11 @@ void main() {
 #endif
             const uint kr = (k_base + krow) * D;
             vec4 ka, kb2;
-            kv_oct(k, kr + 8u * lk, wide, ka, kb2);
+            kv_oct(k, kr + 8u * lk, ka, kb2);
             [[unroll]] for (uint m = 0u; m < GMAX; ++m)
               if (m < M) dots[h][m] = dot(ka, qa[m]) + dot(kb2, qb[m]);
             for (uint e = 8u * (lk + LK); e < D; e += 8u * LK) {
-              kv_oct(k, kr + e, wide, ka, kb2);
+              kv_oct(k, kr + e, ka, kb2);
               const uint qe = e >> 2;
               [[unroll]] for (uint m = 0u; m < GMAX; ++m)
                 if (m < M) dots[h][m] += dot(ka, sh_q[m * D4 + qe]) + dot(kb2, sh_q[m * D4 + qe + 1u]);
@@ -239,7 +238,7 @@ void main() {
           [[unroll]] for (uint x = 0u; x < 4u; ++x) {
             const uint u = 4u * u4 + x;
             if (u < nt) {
-              kv_oct(v, (v_base + sh_vrow[u]) * D + col, wide, va[x], vb[x]);
+              kv_oct(v, (v_base + sh_vrow[u]) * D + col, va[x], vb[x]);
             } else {
               va[x] = vb[x] = vec4(0.0);
             }

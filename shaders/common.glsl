@@ -26,6 +26,15 @@ float bf16_at(words p, uint i) {
   const uint w = p.v[i >> 1];
   return uintBitsToFloat((i & 1u) == 0u ? w << 16 : w & 0xFFFF0000u);
 }
+// Eight packed f16 or bf16 elements (a 16-byte load) as two vec4, in element order.
+void f16_oct(uvec4 u, out vec4 a, out vec4 b) {
+  a = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+  b = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+}
+void bf16_oct(uvec4 u, out vec4 a, out vec4 b) {
+  a = uintBitsToFloat(uvec4(u.x << 16, u.x & 0xFFFF0000u, u.y << 16, u.y & 0xFFFF0000u));
+  b = uintBitsToFloat(uvec4(u.z << 16, u.z & 0xFFFF0000u, u.w << 16, u.w & 0xFFFF0000u));
+}
 // f32 -> bf16 bits, round to nearest even, NaN kept quiet (as the CPU converts).
 uint bf16_bits(float x) {
   const uint u = floatBitsToUint(x);

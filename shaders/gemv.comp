@@ -79,13 +79,10 @@ void w_chunk16(uvec2 base, uint cols, uint r, uint c, out vec4 lo, out vec4 hi) 
   lo = uintBitsToFloat(w.v[i]);
   hi = uintBitsToFloat(w.v[i + 1u]);
 #else
-  const uvec4 u = w.v[r * (cols >> 3) + c];
 #if WTYPE == 1
-  lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
-  hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+  f16_oct(w.v[r * (cols >> 3) + c], lo, hi);
 #else
-  lo = uintBitsToFloat(uvec4(u.x << 16, u.x & 0xFFFF0000u, u.y << 16, u.y & 0xFFFF0000u));
-  hi = uintBitsToFloat(uvec4(u.z << 16, u.z & 0xFFFF0000u, u.w << 16, u.w & 0xFFFF0000u));
+  bf16_oct(w.v[r * (cols >> 3) + c], lo, hi);
 #endif
 #endif
 }

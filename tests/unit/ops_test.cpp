@@ -163,6 +163,25 @@ std::vector<double> ref_matmul(const std::vector<float>& w, const std::vector<fl
   return y;
 }
 
+// y = x · wᵀ on the backend for x [n_rows][n_in] of random_vec(seed), checked against the
+// double reference within t; returns x, its device copy and the reference for further checks.
+struct product_case {
+  std::vector<float> x;
+  tensor xt;
+  std::vector<double> ref;
+};
+product_case expect_matmul(harness& h, const tensor& w, const std::vector<float>& wd, int64_t n_in, int64_t n_out,
+                           int64_t n_rows, uint64_t seed, double t) {
+  product_case c;
+  c.x = random_vec(static_cast<size_t>(n_in * n_rows), seed);
+  c.ref = ref_matmul(wd, c.x, n_in, n_out, n_rows);
+  c.xt = h.upload(c.x, n_in, n_rows);
+  const tensor y = h.upload(std::vector<float>(c.ref.size(), NAN), n_out, n_rows);
+  h.be->matmul(w, c.xt, y);
+  EXPECT_LT(rel_err(h.download(y), c.ref), t) << sa::traits(w.type).name << " rows " << n_rows;
+  return c;
+}
+
 TEST_P(ops, matmul_matches_double_reference_on_stored_weights_for_every_type) {
   for (dtype type : k_weight_types) {
     const int64_t block = sa::traits(type).block_elems;
@@ -171,14 +190,8 @@ TEST_P(ops, matmul_matches_double_reference_on_stored_weights_for_every_type) {
       harness h(GetParam());
       std::vector<float> wd;
       const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 7), type, n_in, n_out, wd);
-      const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n_rows), 11);
-      const std::vector<double> ref = ref_matmul(wd, x, n_in, n_out, n_rows);
-      const tensor xt = h.upload(x, n_in, n_rows);
-      const tensor y = h.upload(std::vector<float>(ref.size(), NAN), n_out, n_rows);
-      h.be->matmul(w, xt, y);
       // A GPU runs a few rows as f32 matrix-vector products and more on tensor cores (f16).
-      const double t = tol(1e-5, n_rows <= 8 || type == dtype::f32 ? 1e-5 : 3e-3);
-      EXPECT_LT(rel_err(h.download(y), ref), t) << sa::traits(type).name << " rows " << n_rows;
+      expect_matmul(h, w, wd, n_in, n_out, n_rows, 11, tol(1e-5, n_rows <= 8 || type == dtype::f32 ? 1e-5 : 3e-3));
     }
   }
 }
@@ -197,13 +210,11 @@ TEST_P(ops, matmul_on_the_shapes_of_a_model_layer) {
       std::vector<float> wd, ud;
       const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 21, 0.05f), type, n_in,
                                 n_out, wd);
-      const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n_rows), 22);
-      const std::vector<double> ref = ref_matmul(wd, x, n_in, n_out, n_rows);
-      const tensor xt = h.upload(x, n_in, n_rows);
-      const tensor y = h.upload(std::vector<float>(ref.size(), NAN), n_out, n_rows);
-      h.be->matmul(w, xt, y);
       const double t = tol(1e-5, n_rows <= 8 || type == dtype::f32 ? 1e-5 : 3e-3);
-      EXPECT_LT(rel_err(h.download(y), ref), t) << sa::traits(type).name << " rows " << n_rows;
+      const product_case pc = expect_matmul(h, w, wd, n_in, n_out, n_rows, 22, t);
+      const std::vector<float>& x = pc.x;
+      const std::vector<double>& ref = pc.ref;
+      const tensor& xt = pc.xt;
       if (n_out < 8192) continue;
       // The feed-forward's first half on the same shapes: silu(x w^T) * (x u^T).
       const tensor u = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 23, 0.05f), type, n_in,

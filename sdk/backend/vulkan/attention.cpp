@@ -114,10 +114,12 @@ void check_outputs(const char* op, int64_t n, int32_t n_heads, int32_t head_dim,
          static_cast<long long>(n), n_heads);
 }
 
-// Flag 2 of the split kernel: K and V start on 16-byte boundaries, so rows (head_dim a multiple
-// of 8 elements) are read in 16-byte loads.
-uint32_t wide_flag(const vulkan_backend& be, const tensor& k, const tensor& v) {
-  return be.addr(k) % 16 == 0 && be.addr(v) % 16 == 0 ? 2u : 0u;
+// The split kernel reads cache rows in 16-byte loads: K and V must start on 16-byte boundaries
+// (every cache and every row view of one does: allocations are 256-byte aligned, rows are
+// multiples of 8 elements).
+void check_aligned(const vulkan_backend& be, const tensor& k, const tensor& v) {
+  if (be.addr(k) % 16 != 0 || be.addr(v) % 16 != 0)
+    fail(SA_ERR_INTERNAL, "vulkan attention: K or V does not start on a 16-byte boundary");
 }
 
 // Splits of the keys per workgroup of `groups`, for key spans up to `bound`: enough
@@ -196,7 +198,8 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
   pc.hb = u32(hb);
   pc.rb = u32(rb);
   pc.bound = u32(bound);
-  pc.flags = (kv.v_rows ? 1u : 0u) | wide_flag(*this, *kv.k, *kv.v);
+  check_aligned(*this, *kv.k, *kv.v);
+  pc.flags = kv.v_rows ? 1u : 0u;
   // Blocks of at most 4 vectors (a decode row of a group of up to 4 heads) take the variants
   // bounded at 4: half the registers, more keys in flight.
   const shader s = hb * rb <= 4 ? by_type(type, shader::attention_g4_f32, shader::attention_g4_f16, shader::attention_g4_bf16)
@@ -244,7 +247,8 @@ void vulkan_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t 
   pc.hb = 1;
   pc.rb = 1;
   pc.bound = u32(sets.largest);
-  pc.flags = (sets.log_weights ? 1u : 0u) | wide_flag(*this, *kv.k, *kv.v);
+  check_aligned(*this, *kv.k, *kv.v);
+  pc.flags = sets.log_weights ? 1u : 0u;
   run_split(*this,
             by_type(kv.k->type, shader::attention_sets_f32, shader::attention_sets_f16, shader::attention_sets_bf16),
             pc, n, items, n_kv_heads, group, splits, out, lse);

@@ -107,9 +107,9 @@ uint64_t vulkan_backend::ints(const tensor& t) const {
   return addr(t);
 }
 
-VkCommandBuffer vulkan_backend::new_command_buffer() {
+VkCommandBuffer vulkan_backend::new_command_buffer(bool recycled, VkCommandBufferUsageFlags usage) {
   VkCommandBuffer cb = VK_NULL_HANDLE;
-  if (!free_buffers_.empty()) {
+  if (recycled && !free_buffers_.empty()) {
     cb = free_buffers_.back();
     free_buffers_.pop_back();
   } else {
@@ -122,7 +122,7 @@ VkCommandBuffer vulkan_backend::new_command_buffer() {
   }
   VkCommandBufferBeginInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  bi.flags = usage;
   check(vk.vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
   return cb;
 }
@@ -130,7 +130,7 @@ VkCommandBuffer vulkan_backend::new_command_buffer() {
 VkCommandBuffer vulkan_backend::recording_buffer() {
   if (capture_) return capture_;
   if (!current_) {
-    current_ = new_command_buffer();
+    current_ = new_command_buffer(true, VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT);
     current_empty_ = true;
   }
   current_empty_ = false;
@@ -345,17 +345,8 @@ void vulkan_backend::run_step(uint64_t key, const std::function<void()>& enqueue
     ++counts_.eager;
     return;
   }
-  VkCommandBufferAllocateInfo ai{};
-  ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-  ai.commandPool = pool_;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  VkCommandBuffer cb = VK_NULL_HANDLE;
-  check(vk.vkAllocateCommandBuffers(ctx_->device(), &ai, &cb), "vkAllocateCommandBuffers");
-  VkCommandBufferBeginInfo bi{};
-  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  bi.flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT;  // re-submitted while a previous step runs
-  check(vk.vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
+  // A buffer of its own (kept with the step), re-submitted while a previous step runs.
+  const VkCommandBuffer cb = new_command_buffer(false, VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT);
   capture_ = cb;
   try {
     enqueue();

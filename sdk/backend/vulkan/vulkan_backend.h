@@ -137,7 +137,9 @@ class vulkan_backend final : public backend {
   void dispatch_raw(shader s, const void* pc, size_t bytes, uint32_t gx, uint32_t gy, uint32_t gz);
   VkCommandBuffer recording_buffer();  // the buffer ops go to now (begun if needed)
   void barrier(VkCommandBuffer cb);
-  VkCommandBuffer new_command_buffer();
+  // A begun command buffer with `usage`: a recycled one when `recycled` and one is free, else a
+  // new one from the pool.
+  VkCommandBuffer new_command_buffer(bool recycled, VkCommandBufferUsageFlags usage);
   // Submits cb with a fence of the pool; recycle: cb returns to the free buffers when done.
   void submit(VkCommandBuffer cb, bool recycle);
   // Ends and submits the current buffer (if it holds anything).
