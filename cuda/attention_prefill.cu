@@ -23,6 +23,7 @@ constexpr float k_ln2 = 0.6931471805599453f;
 
 template <bool BF16, int HD>
 __global__ void __launch_bounds__(k_threads) flash_kernel(const attention_args a) {
+  pdl_begin();
   using half_t = uint16_t;  // f16 or bf16 bits
   constexpr int LD = HD + 8;  // padded rows: conflict-free ldmatrix
   extern __shared__ __align__(16) half_t smem[];
@@ -208,7 +209,7 @@ cudaError_t run(const attention_args& a, cudaStream_t s) {
                                              static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(ceil_div(a.n, BM)), static_cast<unsigned>(a.n_heads));
-  flash_kernel<BF16, HD><<<grid, k_threads, smem, s>>>(a);
+  launch_kernel(flash_kernel<BF16, HD>, grid, k_threads, smem, s, a);
   return cudaGetLastError();
 }
 

@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <utility>
+
 #include "launchers.h"
 
 namespace sa::cuda {
@@ -142,6 +144,43 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// ---- programmatic dependent launch (sm_90+) ---------------------------------------------------
+// Every kernel is launched through launch_kernel() below, which lets it start while the kernel before
+// it on the stream finishes (its blocks are scheduled, its prologue runs), and every kernel
+// calls pdl_begin() first: it waits there until the previous kernel has completed and its
+// writes are visible, then lets the next kernel start in turn. So kernels still run in stream
+// order, each one waiting for its predecessor, which waited for its own: what a kernel reads
+// was written by a kernel that has completed. What it saves is the launch gap between small
+// kernels (a decode step is hundreds of them). On devices before sm_90, or with
+// SA_CUDA_PDL=0 (a diagnostic), launches are plain.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Whether launches on the current device may overlap (sm_90+, not disabled by SA_CUDA_PDL=0).
+bool pdl_enabled();
+
+// kernel<<<grid, block, smem, s>>>(args...), with programmatic dependent launch when enabled.
+// Like <<<>>>, a failed launch is reported by cudaGetLastError().
+template <typename... Params, typename... Args>
+__host__ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                     Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // ---- misc -----------------------------------------------------------------------------------

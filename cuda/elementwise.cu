@@ -4,6 +4,10 @@
 // All are memory-bound and tiny next to the products and attention; they follow the CPU
 // reference's arithmetic closely (RMS in double, RoPE angles in double and the rotation without
 // fused multiply-adds) so the two backends agree to rounding.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "common.cuh"
 
 namespace sa::cuda {
@@ -13,6 +17,7 @@ namespace {
 constexpr int k_threads = 256;
 
 __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t cols, float eps) {
+  pdl_begin();
   // grid: rows; block: 256. Reads x twice (the second time from L1/L2): 2 * cols * 4 bytes.
   __shared__ double part[k_threads / k_warp];
   const float* xr = x + blockIdx.x * cols;
@@ -61,6 +66,7 @@ __device__ __forceinline__ void rotate(float& x0, float& x1, float c, float s) {
 
 __global__ void rope_kernel(float* x, int64_t n, int32_t n_heads, int32_t head_dim,
                             const int32_t* positions, rope_desc r) {
+  pdl_begin();
   // one thread per (row, head, slot); x [n][n_heads][head_dim]
   const int32_t slots = head_dim / 2;
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -83,6 +89,7 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, int64_t
                                      int32_t n_kv, int32_t head_dim, const int32_t* positions,
                                      rope_desc r, typename T::storage* kc, typename T::storage* vc,
                                      int64_t capacity, const int32_t* slots) {
+  pdl_begin();
   // one thread per (row, head of q or kv, slot): q heads are rotated in place; kv heads rotate
   // k (in place, and into the cache at slots[row]) and copy v's same two dims into its cache.
   const int32_t n_slots = head_dim / 2;
@@ -123,6 +130,7 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, int64_t
 template <typename T>
 __global__ void store_kv_kernel(typename T::storage* cache, int64_t capacity, const float* src,
                                 const int32_t* slots, int64_t n, int32_t n_kv, int32_t head_dim) {
+  pdl_begin();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= n * n_kv * head_dim) return;
   const int32_t d = static_cast<int32_t>(t % head_dim);
@@ -136,6 +144,7 @@ __global__ void gather_rope_kernel(const typename T::storage* src, int64_t src_c
                                    const int32_t* rows, const int32_t* positions, int64_t n,
                                    int32_t n_kv, int32_t head_dim, rope_desc r,
                                    typename T::storage* dst, int64_t dst_capacity) {
+  pdl_begin();
   const int32_t n_slots = head_dim / 2;
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= n * n_kv * n_slots) return;
@@ -157,6 +166,7 @@ __global__ void gather_rope_kernel(const typename T::storage* src, int64_t src_c
 
 __global__ void move_rows_kernel(uint8_t* cache, int64_t row_bytes, int64_t capacity,
                                  const int32_t* moves, int64_t n) {
+  pdl_begin();
   // grid: heads; each block applies its head's moves in order (a later move may read a row an
   // earlier one wrote). Thread t always copies the same byte offsets of a row, so program order
   // alone orders a write and a later read of the same bytes: no barrier is needed.
@@ -170,6 +180,7 @@ __global__ void move_rows_kernel(uint8_t* cache, int64_t row_bytes, int64_t capa
 }
 
 __global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float g = gate[i];
@@ -177,17 +188,20 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
 }
 
 __global__ void add_kernel(float* a, const float* b, int64_t n) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) a[i] += b[i];
 }
 
 __global__ void add_bias_kernel(float* y, const float* b, int64_t rows, int64_t cols) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < rows * cols) y[i] += b[i % cols];
 }
 
 __global__ void merge_kernel(float* out, float* lse, const float* out_b, const float* lse_b,
                              int64_t items, int32_t head_dim) {
+  pdl_begin();
   const int64_t it = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (it >= items) return;
   const float a = lse[it], b = lse_b[it];
@@ -215,10 +229,28 @@ cudaError_t kernel_image_status() {
   return cudaFuncGetAttributes(&attr, rmsnorm_kernel);
 }
 
+bool pdl_enabled() {
+  static const bool allowed = [] {
+    const char* e = std::getenv("SA_CUDA_PDL");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  constexpr int k_devices = 64;
+  static std::atomic<int8_t> sm90[k_devices] = {};  // 0 unknown, 1 yes, -1 no
+  int dev = 0;
+  if (!allowed || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= k_devices) return false;
+  int8_t v = sm90[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int major = 0;
+    v = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 ? 1 : -1;
+    sm90[dev].store(v, std::memory_order_relaxed);
+  }
+  return v > 0;
+}
+
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols,
                            float eps, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
-  rmsnorm_kernel<<<static_cast<unsigned>(rows), k_threads, 0, s>>>(x, w, y, cols, eps);
+  launch_kernel(rmsnorm_kernel, static_cast<unsigned>(rows), k_threads, 0, s, x, w, y, cols, eps);
   return cudaGetLastError();
 }
 
@@ -226,7 +258,7 @@ cudaError_t launch_rope(float* x, int64_t n, int32_t n_heads, int32_t head_dim,
                         const int32_t* positions, const rope_desc& r, cudaStream_t s) {
   const int64_t total = n * n_heads * (head_dim / 2);
   if (total <= 0) return cudaSuccess;
-  rope_kernel<<<blocks_for(total), k_threads, 0, s>>>(x, n, n_heads, head_dim, positions, r);
+  launch_kernel(rope_kernel, blocks_for(total), k_threads, 0, s, x, n, n_heads, head_dim, positions, r);
   return cudaGetLastError();
 }
 
@@ -238,7 +270,7 @@ cudaError_t launch_rope_store_kv(float* q, float* k, const float* v, int64_t n, 
   if (total <= 0) return cudaSuccess;
   return with_kv_type(kv_type, [&](auto t) {
     using T = decltype(t);
-    rope_store_kv_kernel<T><<<blocks_for(total), k_threads, 0, s>>>(
+    launch_kernel(rope_store_kv_kernel<T>, blocks_for(total), k_threads, 0, s,
         q, k, v, n, n_heads, n_kv_heads, head_dim, positions, r,
         static_cast<typename T::storage*>(k_cache), static_cast<typename T::storage*>(v_cache),
         capacity, slots);
@@ -253,7 +285,7 @@ cudaError_t launch_store_kv(void* cache, etype kv_type, int64_t capacity, const 
   if (total <= 0) return cudaSuccess;
   return with_kv_type(kv_type, [&](auto t) {
     using T = decltype(t);
-    store_kv_kernel<T><<<blocks_for(total), k_threads, 0, s>>>(
+    launch_kernel(store_kv_kernel<T>, blocks_for(total), k_threads, 0, s,
         static_cast<typename T::storage*>(cache), capacity, src, slots, n, n_kv_heads, head_dim);
     return cudaGetLastError();
   });
@@ -267,7 +299,7 @@ cudaError_t launch_gather_rope(const void* src, etype kv_type, int64_t src_capac
   if (total <= 0) return cudaSuccess;
   return with_kv_type(kv_type, [&](auto t) {
     using T = decltype(t);
-    gather_rope_kernel<T><<<blocks_for(total), k_threads, 0, s>>>(
+    launch_kernel(gather_rope_kernel<T>, blocks_for(total), k_threads, 0, s,
         static_cast<const typename T::storage*>(src), src_capacity, rows, positions, n, n_kv_heads,
         head_dim, r, static_cast<typename T::storage*>(dst), dst_capacity);
     return cudaGetLastError();
@@ -277,33 +309,33 @@ cudaError_t launch_gather_rope(const void* src, etype kv_type, int64_t src_capac
 cudaError_t launch_move_rows(void* cache, int64_t row_bytes, int64_t capacity, int32_t n_heads,
                              const int32_t* moves, int64_t n, cudaStream_t s) {
   if (n <= 0 || n_heads <= 0) return cudaSuccess;
-  move_rows_kernel<<<static_cast<unsigned>(n_heads), 128, 0, s>>>(static_cast<uint8_t*>(cache),
+  launch_kernel(move_rows_kernel, static_cast<unsigned>(n_heads), 128, 0, s, static_cast<uint8_t*>(cache),
                                                                    row_bytes, capacity, moves, n);
   return cudaGetLastError();
 }
 
 cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
-  swiglu_kernel<<<blocks_for(n), k_threads, 0, s>>>(gate, up, out, n);
+  launch_kernel(swiglu_kernel, blocks_for(n), k_threads, 0, s, gate, up, out, n);
   return cudaGetLastError();
 }
 
 cudaError_t launch_add(float* a, const float* b, int64_t n, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
-  add_kernel<<<blocks_for(n), k_threads, 0, s>>>(a, b, n);
+  launch_kernel(add_kernel, blocks_for(n), k_threads, 0, s, a, b, n);
   return cudaGetLastError();
 }
 
 cudaError_t launch_add_bias(float* y, const float* b, int64_t rows, int64_t cols, cudaStream_t s) {
   if (rows * cols <= 0) return cudaSuccess;
-  add_bias_kernel<<<blocks_for(rows * cols), k_threads, 0, s>>>(y, b, rows, cols);
+  launch_kernel(add_bias_kernel, blocks_for(rows * cols), k_threads, 0, s, y, b, rows, cols);
   return cudaGetLastError();
 }
 
 cudaError_t launch_merge_attention(float* out, float* lse, const float* out_b, const float* lse_b,
                                    int64_t items, int32_t head_dim, cudaStream_t s) {
   if (items <= 0) return cudaSuccess;
-  merge_kernel<<<blocks_for(items), k_threads, 0, s>>>(out, lse, out_b, lse_b, items, head_dim);
+  launch_kernel(merge_kernel, blocks_for(items), k_threads, 0, s, out, lse, out_b, lse_b, items, head_dim);
   return cudaGetLastError();
 }
 

@@ -22,6 +22,7 @@ constexpr int k_threads = 256;
 template <etype T>
 __global__ void __launch_bounds__(k_threads) gemm_kernel(wview w, int64_t N, const float* x,
                                                          int64_t M, float* y, bool accumulate) {
+  pdl_begin();
   __shared__ __align__(16) __half As[2][BM][LDS];
   __shared__ __align__(16) __half Bs[2][BN][LDS];
   const int tid = threadIdx.x, lane = tid % k_warp, warp = tid / k_warp;
@@ -112,7 +113,7 @@ template <etype T>
 cudaError_t run(const weight_ref& wr, const float* x, int64_t M, float* y, bool accumulate,
                 cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(ceil_div(wr.rows, BN)), static_cast<unsigned>(ceil_div(M, BM)));
-  gemm_kernel<T><<<grid, k_threads, 0, s>>>(view_of(wr), wr.rows, x, M, y, accumulate);
+  launch_kernel(gemm_kernel<T>, grid, k_threads, 0, s, view_of(wr), wr.rows, x, M, y, accumulate);
   return cudaGetLastError();
 }
 

@@ -36,6 +36,7 @@ struct gemv_params {
 
 template <typename W, int OUTS, bool MULTI, bool SWIGLU>
 __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_params p) {
+  pdl_begin();
   constexpr int NX = MULTI ? k_max_x : 1;
   constexpr int WR = SWIGLU ? 2 : 1;  // weight rows per output: (gate, up)
   // The task of this block (selected with constant offsets: kernel parameters are not indexed).
@@ -136,14 +137,14 @@ cudaError_t run(gemv_params& p, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(blocks)), block(k_warps * k_warp);
   if (p.nx == 1) {
     if (swiglu)
-      gemv_kernel<W, OUTS, false, true><<<grid, block, 0, s>>>(p);
+      launch_kernel(gemv_kernel<W, OUTS, false, true>, grid, block, 0, s, p);
     else
-      gemv_kernel<W, OUTS, false, false><<<grid, block, 0, s>>>(p);
+      launch_kernel(gemv_kernel<W, OUTS, false, false>, grid, block, 0, s, p);
   } else {
     if (swiglu)
-      gemv_kernel<W, OUTS, true, true><<<grid, block, 0, s>>>(p);
+      launch_kernel(gemv_kernel<W, OUTS, true, true>, grid, block, 0, s, p);
     else
-      gemv_kernel<W, OUTS, true, false><<<grid, block, 0, s>>>(p);
+      launch_kernel(gemv_kernel<W, OUTS, true, false>, grid, block, 0, s, p);
   }
   return cudaGetLastError();
 }
@@ -164,6 +165,7 @@ int chunk_elems(etype t) {
 // ---- the generic fallback: any type, any n_in; one thread per output element ----------------
 __global__ void matmul_generic_kernel(etype type, wview w, int64_t rows, const float* x, int64_t n,
                                       float* y, float* y2, etype type2, wview w2, epilogue ep) {
+  pdl_begin();
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (t >= n * rows) return;
   const int64_t i = t / rows, o = t % rows;
@@ -229,7 +231,7 @@ cudaError_t launch_matmul_generic(const product_task* tasks, int32_t n_tasks, co
     if (n_tasks != 2) return cudaErrorInvalidValue;
     const int64_t total = n * tasks[0].w.rows;
     if (total <= 0) return cudaSuccess;
-    matmul_generic_kernel<<<static_cast<unsigned>(ceil_div(total, 128)), 128, 0, s>>>(
+    launch_kernel(matmul_generic_kernel, static_cast<unsigned>(ceil_div(total, 128)), 128, 0, s,
         tasks[0].w.type, view_of(tasks[0].w), tasks[0].w.rows, x, n, tasks[0].y, nullptr,
         tasks[1].w.type, view_of(tasks[1].w), ep);
     return cudaGetLastError();
@@ -237,7 +239,7 @@ cudaError_t launch_matmul_generic(const product_task* tasks, int32_t n_tasks, co
   for (int32_t t = 0; t < n_tasks; ++t) {
     const int64_t total = n * tasks[t].w.rows;
     if (total <= 0) continue;
-    matmul_generic_kernel<<<static_cast<unsigned>(ceil_div(total, 128)), 128, 0, s>>>(
+    launch_kernel(matmul_generic_kernel, static_cast<unsigned>(ceil_div(total, 128)), 128, 0, s,
         tasks[t].w.type, view_of(tasks[t].w), tasks[t].w.rows, x, n, tasks[t].y, nullptr,
         tasks[t].w.type, view_of(tasks[t].w), ep);
     const cudaError_t e = cudaGetLastError();

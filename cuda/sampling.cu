@@ -51,6 +51,7 @@ __device__ best block_best(best x) {
 }
 
 __global__ void argmax_partial_kernel(const float* logits, int32_t n, best* part) {
+  pdl_begin();
   best x{-INFINITY, INT32_MAX};
   for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     x = better(x, best{logits[i], i});
@@ -59,6 +60,7 @@ __global__ void argmax_partial_kernel(const float* logits, int32_t n, best* part
 }
 
 __global__ void argmax_final_kernel(const best* part, int32_t n_part, int32_t* token) {
+  pdl_begin();
   best x{-INFINITY, INT32_MAX};
   for (int32_t i = threadIdx.x; i < n_part; i += blockDim.x) x = better(x, part[i]);
   x = block_best(x);
@@ -66,6 +68,7 @@ __global__ void argmax_final_kernel(const best* part, int32_t n_part, int32_t* t
 }
 
 __global__ void iota_kernel(int32_t* ids, int32_t n) {
+  pdl_begin();
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) ids[i] = i;
 }
@@ -75,6 +78,7 @@ __global__ void __launch_bounds__(k_scan_threads) draw_kernel(const float* sorte
                                                               int32_t n, float temperature,
                                                               int32_t top_k, float top_p,
                                                               const double* uniform, int32_t* token) {
+  pdl_begin();
   using reduce = cub::BlockReduce<double, k_scan_threads>;
   using scan = cub::BlockScan<double, k_scan_threads>;
   __shared__ union {
@@ -159,8 +163,8 @@ cudaError_t launch_sample(const sample_args& a, void* work, size_t work_bytes, c
   uint8_t* w = static_cast<uint8_t*>(work);
   if (a.temperature <= 0.0f) {
     best* part = reinterpret_cast<best*>(w);
-    argmax_partial_kernel<<<k_argmax_blocks, k_argmax_threads, 0, s>>>(a.logits, a.n_vocab, part);
-    argmax_final_kernel<<<1, k_argmax_threads, 0, s>>>(part, k_argmax_blocks, a.token);
+    launch_kernel(argmax_partial_kernel, k_argmax_blocks, k_argmax_threads, 0, s, a.logits, a.n_vocab, part);
+    launch_kernel(argmax_final_kernel, 1, k_argmax_threads, 0, s, part, k_argmax_blocks, a.token);
     return cudaGetLastError();
   }
   const size_t n = static_cast<size_t>(a.n_vocab);
@@ -170,11 +174,11 @@ cudaError_t launch_sample(const sample_args& a, void* work, size_t work_bytes, c
   int32_t* ids_out = reinterpret_cast<int32_t*>(p + 2 * align256(n * 4));
   void* temp = p + 3 * align256(n * 4);
   size_t temp_bytes = sort_temp_bytes(a.n_vocab);
-  iota_kernel<<<static_cast<unsigned>(ceil_div(a.n_vocab, 256)), 256, 0, s>>>(ids_in, a.n_vocab);
+  launch_kernel(iota_kernel, static_cast<unsigned>(ceil_div(a.n_vocab, 256)), 256, 0, s, ids_in, a.n_vocab);
   cudaError_t e = cub::DeviceRadixSort::SortPairsDescending(temp, temp_bytes, a.logits, keys_out, ids_in,
                                                             ids_out, a.n_vocab, 0, 32, s);
   if (e != cudaSuccess) return e;
-  draw_kernel<<<1, k_scan_threads, 0, s>>>(keys_out, ids_out, a.n_vocab, a.temperature, a.top_k,
+  launch_kernel(draw_kernel, 1, k_scan_threads, 0, s, keys_out, ids_out, a.n_vocab, a.temperature, a.top_k,
                                            a.top_p, a.uniform, a.token);
   return cudaGetLastError();
 }
