@@ -34,13 +34,29 @@ constexpr int64_t MAX_COUNTERS = 65536;  // (row, KV head, head group) merges on
 constexpr float k_log2e = 1.4426950408889634f;
 constexpr float k_ln2 = 0.6931471805599453f;
 
-// Where a block's keys come from: a range of rows (dense) or a list of slots with optional
-// log weights (key sets).
+// Where a block's keys come from: a range of rows (dense), a list of slots with optional
+// log weights (key sets), or a list of pages (key j at row pages[j / page_size] * page_size +
+// j % page_size).
 struct key_source {
   const int32_t* slots = nullptr;      // null: key j at row j
   const float* log_weights = nullptr;  // added to the score (natural log), or null
+  const int32_t* pages = nullptr;      // or the ranker's pages
+  int32_t page_size = 0;
   int64_t begin = 0, end = 0;          // keys [begin, end) of the range or the list
 };
+
+__device__ __forceinline__ int64_t page_row(const int32_t* pages, int32_t page_size, int64_t j) {
+  return static_cast<int64_t>(pages[j / page_size]) * page_size + j % page_size;
+}
+
+// The keys a ranker's pages hold: whole pages, but the newest page (if listed: it sorts last)
+// holds only up to key n_keys - 1.
+__device__ __forceinline__ int64_t paged_keys(const page_table& pt, const int32_t* pages) {
+  const int64_t n_keys = pt.plan[0], n_pages = pt.plan[1], n_sel = pt.plan[2];
+  if (n_sel <= 0) return 0;
+  const int64_t full = n_sel * pt.page_size;
+  return pages[n_sel - 1] == n_pages - 1 ? full - (n_pages * pt.page_size - n_keys) : full;
+}
 
 struct block_out {
   float* out;      // where the normalised output goes (head_dim floats per head, head stride hs)
@@ -223,7 +239,7 @@ __device__ void attend_block(const attention_args& a, int64_t row, int32_t kvh, 
       if (c * E16 >= hd) continue;
       int64_t j = src.begin + t * TK + r;
       if (j >= src.end) j = src.end - 1;  // a valid key; masked when scored
-      const int64_t key = src.slots ? src.slots[j] : j;
+      const int64_t key = src.slots ? src.slots[j] : src.pages ? page_row(src.pages, src.page_size, j) : j;
       const int64_t vrow = a.v_rows ? a.v_rows[key] : key;
       cp_async16(kt + r * hd + c * E16, kb + key * hd + c * E16);
       cp_async16(vt + r * hd + c * E16, vb + vrow * hd + c * E16);
@@ -334,9 +350,10 @@ struct mma_decode {
 };
 
 template <typename T, int HD>
-__global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const attention_args a, int32_t n_splits,
-                                                                     float* part_o, float* part_lse,
-                                                                     int32_t* counters) {
+__global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const attention_args a, const page_table pt,
+                                                                     int32_t n_splits, float* part_o,
+                                                                     float* part_lse, int32_t* counters) {
+  pdl_begin();
   using S = typename T::storage;
   constexpr bool BF16 = T::code == etype::bf16;
   using C = mma_decode<BF16, HD>;
@@ -349,10 +366,16 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
   const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
   const int g = lane / 4, c = lane % 4;
 
-  const int32_t split = blockIdx.x, kvh = blockIdx.y;
+  // blockIdx.y: a KV head and its group's query heads, or (pages chosen per query head) one
+  // query head.
+  const int32_t split = blockIdx.x;
   const int64_t row = blockIdx.z;
-  const int32_t G = a.n_heads / a.n_kv_heads, h0 = kvh * G;
-  const int64_t len = a.kv_len[row];
+  const int32_t group = a.n_heads / a.n_kv_heads;
+  const bool one_head = pt.pages && pt.per_head;
+  const int32_t kvh = one_head ? blockIdx.y / group : blockIdx.y;
+  const int32_t G = one_head ? 1 : group, h0 = one_head ? blockIdx.y : kvh * G;
+  const int32_t* pages = pt.pages ? pt.pages + blockIdx.y * pt.stride : nullptr;
+  const int64_t len = pages ? paged_keys(pt, pages) : a.kv_len[row];
   const int64_t chunk = (len + n_splits - 1) / n_splits;
   const int64_t begin = len < split * chunk ? len : split * chunk;
   const int64_t end = len < begin + chunk ? len : begin + chunk;
@@ -368,8 +391,9 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
       const int r = idx / PP, p = idx % PP;
       int64_t j = begin + t * TK + r;
       if (j >= end) j = end - 1;  // a valid key; its probability is zero
-      const int64_t vrow = a.v_rows ? a.v_rows[j] : j;
-      cp_async16(kt + r * LD + p * 8, kb + j * HD + p * 8);
+      const int64_t key = pages ? page_row(pages, pt.page_size, j) : j;
+      const int64_t vrow = a.v_rows ? a.v_rows[key] : key;
+      cp_async16(kt + r * LD + p * 8, kb + key * HD + p * 8);
       cp_async16(vt + r * LD + p * 8, vb + vrow * HD + p * 8);
     }
   };
@@ -503,18 +527,24 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
 
 template <typename T, int LPK, int GMAX>
 __global__ void __launch_bounds__(k_threads) attention_split_kernel(const attention_args a,
+                                                                    const page_table pt,
                                                                     int32_t n_splits,
                                                                     int32_t n_groups, float* part_o,
                                                                     float* part_lse,
                                                                     int32_t* counters) {
+  pdl_begin();
   const int32_t split = blockIdx.x;
   const int32_t kvh = blockIdx.y / n_groups, hg = blockIdx.y % n_groups;
   const int64_t row = blockIdx.z;
   const int32_t G = a.n_heads / a.n_kv_heads;
   const int32_t h0 = kvh * G + hg * GMAX, nh = min(GMAX, G - hg * GMAX);
-  const int64_t len = a.kv_len[row];
-  const int64_t chunk = (len + n_splits - 1) / n_splits;
   key_source src;
+  if (pt.pages) {  // pages per query head: GMAX is 1 and h0 the head
+    src.pages = pt.pages + (pt.per_head ? h0 : kvh) * pt.stride;
+    src.page_size = pt.page_size;
+  }
+  const int64_t len = src.pages ? paged_keys(pt, src.pages) : a.kv_len[row];
+  const int64_t chunk = (len + n_splits - 1) / n_splits;
   src.begin = len < split * chunk ? len : split * chunk;
   src.end = len < src.begin + chunk ? len : src.begin + chunk;
   const int64_t item = row * a.n_heads + h0;
@@ -533,6 +563,7 @@ __global__ void __launch_bounds__(k_threads) attention_split_kernel(const attent
 template <typename T, int LPK, int GMAX>
 __global__ void __launch_bounds__(k_threads) attention_sets_kernel(const attention_args a,
                                                                    const sets_args sets) {
+  pdl_begin();
   // grid: items (row * n_heads + h); one query head, its listed keys.
   const int64_t item = blockIdx.x;
   const int64_t row = item / a.n_heads;
@@ -549,6 +580,7 @@ __global__ void __launch_bounds__(k_threads) attention_sets_kernel(const attenti
 template <typename T>
 __global__ void probe_keys_kernel(const attention_args a, const sets_args sets, float* scores,
                                   float* vnorm2) {
+  pdl_begin();
   // grid: (ceil(largest / 128), items); a thread per listed key
   using S = typename T::storage;
   const int64_t item = blockIdx.y;
@@ -572,6 +604,7 @@ __global__ void probe_keys_kernel(const attention_args a, const sets_args sets, 
 template <typename T>
 __global__ void attention_mass_kernel(const attention_args a, const float* row_weights,
                                       float* mass, int64_t n_keys) {
+  pdl_begin();
   // grid: (ceil(n_keys / 128), n_heads); a thread per key: sum over the rows that see it.
   using S = typename T::storage;
   const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -616,14 +649,14 @@ cudaError_t dispatch(const attention_args& a, int32_t heads_per_block, F&& f) {
 
 template <typename T, int LPK, int GMAX>
 struct split_k {
-  cudaError_t launch(dim3 grid, cudaStream_t s, const attention_args& a, int32_t n_splits,
-                     int32_t n_groups, float* po, float* pl, int32_t* counters) const {
+  cudaError_t launch(dim3 grid, cudaStream_t s, const attention_args& a, const page_table& pt,
+                     int32_t n_splits, int32_t n_groups, float* po, float* pl, int32_t* counters) const {
     const size_t smem = smem_bytes<T, LPK>(a.head_dim, GMAX);
     const cudaError_t e = cudaFuncSetAttribute(attention_split_kernel<T, LPK, GMAX>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
-    attention_split_kernel<T, LPK, GMAX><<<grid, k_threads, smem, s>>>(a, n_splits, n_groups, po, pl,
+    launch_kernel(attention_split_kernel<T, LPK, GMAX>, grid, k_threads, smem, s, a, pt, n_splits, n_groups, po, pl,
                                                                         counters);
     return cudaGetLastError();
   }
@@ -636,7 +669,7 @@ struct sets_k {
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
-    attention_sets_kernel<T, LPK, GMAX><<<grid, k_threads, smem, s>>>(a, sets);
+    launch_kernel(attention_sets_kernel<T, LPK, GMAX>, grid, k_threads, smem, s, a, sets);
     return cudaGetLastError();
   }
 };
@@ -716,11 +749,13 @@ int32_t mma_resident_blocks() {
   return got;
 }
 
-// Splits per (row, KV head, head group): as many blocks as the GPU holds at once (one even
-// wave), at least 128 keys each; one split when the merges would not fit their counters.
-int32_t split_count(const attention_args& a, int32_t n_sms) {
+// Splits per (row, KV head, head group) — per (row, query head) when each head reads its own
+// pages: as many blocks as the GPU holds at once (one even wave), at least 128 keys each; one
+// split when the merges would not fit their counters.
+int32_t split_count(const attention_args& a, int32_t n_sms, bool per_head = false) {
   const bool mma = mma_supported(a);
-  const int64_t blocks = static_cast<int64_t>(a.n_kv_heads) * (mma ? 1 : head_groups(a)) * a.n;
+  const int64_t blocks = per_head ? static_cast<int64_t>(a.n_heads) * a.n
+                                  : static_cast<int64_t>(a.n_kv_heads) * (mma ? 1 : head_groups(a)) * a.n;
   if (blocks > MAX_COUNTERS) return 1;
   int32_t per_sm = 2;
   if (mma) {
@@ -729,7 +764,7 @@ int32_t split_count(const attention_args& a, int32_t n_sms) {
       return cudaSuccess;
     });
   } else {
-    dispatch<occupancy_k, 8>(a, heads_per_block(a), [&](auto k) -> cudaError_t {
+    dispatch<occupancy_k, 8>(a, per_head ? 1 : heads_per_block(a), [&](auto k) -> cudaError_t {
       per_sm = k.blocks(a.head_dim);
       return cudaSuccess;
     });
@@ -749,42 +784,66 @@ cudaError_t launch_flash_attention(const attention_args& a, cudaStream_t s);
 // MAX_COUNTERS merge counters first (zero when the workspace is made, and every merging block
 // resets its own, so they are zero between launches whatever shapes used the rest), then the
 // partials [n][n_heads][n_splits][head_dim + 1] floats.
-size_t attention_workspace_bytes(const attention_args& a, int32_t n_sms) {
-  if (flash_supported(a)) return 0;
-  const int32_t n_splits = split_count(a, n_sms);
+namespace {
+size_t split_workspace_bytes(const attention_args& a, int32_t n_splits) {
   if (n_splits == 1) return 0;
   return MAX_COUNTERS * sizeof(int32_t) +
          static_cast<size_t>(a.n) * a.n_heads * n_splits * (a.head_dim + 1) * sizeof(float);
 }
 
-cudaError_t launch_attention(const attention_args& a, void* work, int32_t n_sms, cudaStream_t s) {
-  if (a.n <= 0) return cudaSuccess;
+// The decode kernels over a row's keys (dense) or its rankers' pages.
+cudaError_t launch_split(const attention_args& a, const page_table& pt, void* work, int32_t n_sms,
+                         cudaStream_t s) {
   if (a.head_dim % 8 != 0 || a.head_dim > 256 || a.n_heads % a.n_kv_heads != 0)
     return cudaErrorInvalidValue;
-  if (flash_supported(a)) return launch_flash_attention(a, s);
-  const int32_t hpb = heads_per_block(a), groups = head_groups(a);
-  const int32_t n_splits = split_count(a, n_sms);
+  const bool per_head = pt.pages && pt.per_head;
+  const int32_t hpb = per_head ? 1 : heads_per_block(a);
+  const int32_t groups = per_head ? a.n_heads / a.n_kv_heads : head_groups(a);
+  const int32_t n_splits = split_count(a, n_sms, per_head);
   if (n_splits > 1 && !work) return cudaErrorInvalidValue;
   int32_t* counters = static_cast<int32_t*>(work);
   float* po = work ? reinterpret_cast<float*>(counters + MAX_COUNTERS) : nullptr;
   float* pl = po ? po + static_cast<size_t>(a.n) * a.n_heads * n_splits * a.head_dim : nullptr;
   if (mma_supported(a)) {
-    const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(a.n_kv_heads), static_cast<unsigned>(a.n));
+    const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(per_head ? a.n_heads : a.n_kv_heads),
+                    static_cast<unsigned>(a.n));
     return with_mma(a, [&](auto t, auto hd) -> cudaError_t {
       using T = decltype(t);
       constexpr int HD = decltype(hd)::value;
       const cudaError_t e = prepare_mma<T, HD>();
       if (e != cudaSuccess) return e;
-      attention_mma_kernel<T, HD><<<grid, k_threads, mma_decode<T::code == etype::bf16, HD>::smem, s>>>(
-          a, n_splits, po, pl, counters);
+      launch_kernel(attention_mma_kernel<T, HD>, grid, k_threads, mma_decode<T::code == etype::bf16, HD>::smem, s,
+          a, pt, n_splits, po, pl, counters);
       return cudaGetLastError();
     });
   }
   const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(a.n_kv_heads * groups),
                   static_cast<unsigned>(a.n));
   return dispatch<split_k, 8>(a, hpb, [&](auto k) -> cudaError_t {
-    return k.launch(grid, s, a, n_splits, groups, po, pl, counters);
+    return k.launch(grid, s, a, pt, n_splits, groups, po, pl, counters);
   });
+}
+}  // namespace
+
+size_t attention_workspace_bytes(const attention_args& a, int32_t n_sms) {
+  if (flash_supported(a)) return 0;
+  return split_workspace_bytes(a, split_count(a, n_sms));
+}
+
+cudaError_t launch_attention(const attention_args& a, void* work, int32_t n_sms, cudaStream_t s) {
+  if (a.n <= 0) return cudaSuccess;
+  if (flash_supported(a)) return launch_flash_attention(a, s);
+  return launch_split(a, page_table{}, work, n_sms, s);
+}
+
+size_t attention_pages_workspace_bytes(const attention_args& a, const page_table& pt, int32_t n_sms) {
+  return split_workspace_bytes(a, split_count(a, n_sms, pt.per_head != 0));
+}
+
+cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt, void* work,
+                                   int32_t n_sms, cudaStream_t s) {
+  if (a.n != 1 || !pt.pages || !pt.plan || pt.page_size < 1) return cudaErrorInvalidValue;
+  return launch_split(a, pt, work, n_sms, s);
 }
 
 cudaError_t launch_attention_mass(const attention_args& a, const float* row_weights, float* mass,

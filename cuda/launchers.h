@@ -141,6 +141,23 @@ cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets
 cudaError_t launch_probe_keys(const attention_args& a, const sets_args& sets, float* scores,
                               float* vnorm2, cudaStream_t s);
 
+// The pages a decode row attends (Quest on the device): ranker r's n_selected page ids at
+// pages[r * stride], ascending, the newest (partial) page last; rankers are query heads
+// (per_head) or KV heads. plan = {n_keys, n_pages, n_selected, take} in device memory.
+struct page_table {
+  const int32_t* pages = nullptr;
+  const int32_t* plan = nullptr;
+  int64_t stride = 0;
+  int32_t page_size = 16;
+  int32_t per_head = 0;
+};
+// Bytes of scratch launch_attention_pages needs (a.kv_bound = the most keys a ranker reads).
+size_t attention_pages_workspace_bytes(const attention_args& a, const page_table& pt, int32_t n_sms);
+// One row's attention over its rankers' pages (a.n = 1), split over the pages like
+// launch_attention; with KV-head rankers each K/V byte is read once per group.
+cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt, void* work,
+                                   int32_t n_sms, cudaStream_t s);
+
 // ---- pages (pages.cu) ------------------------------------------------------------------------
 cudaError_t launch_summarize_pages(const void* k, etype kv_type, int64_t capacity, int32_t n_kv_heads,
                                    int32_t head_dim, int32_t page_size, int64_t n_keys,
@@ -149,6 +166,26 @@ cudaError_t launch_summarize_pages(const void* k, etype kv_type, int64_t capacit
 cudaError_t launch_page_scores(const float* q, const float* summaries, int64_t pages_capacity,
                                int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                int64_t n_pages, bool group_mean, float* scores, cudaStream_t s);
+// Summaries of page (n_keys - 1) / page_size, n_keys = plan[0] (the decode row's page).
+cudaError_t launch_summarize_newest_page(const void* k, etype kv_type, int64_t capacity,
+                                         int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                         const int32_t* plan, float* summaries,
+                                         int64_t pages_capacity, cudaStream_t s);
+// Quest's scores of pages [0, plan[1]) into scores [rankers][pages_bound] (quest_scores), then
+// each ranker's forced pages and its plan[3] best others, ascending, into pages
+// [rankers][select_bound] (top_pages); select_pages runs both.
+cudaError_t launch_quest_scores(const float* q, const float* summaries, int64_t pages_capacity,
+                                int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                                bool group_mean, const int32_t* plan, int64_t pages_bound,
+                                float* scores, cudaStream_t s);
+cudaError_t launch_top_pages(const float* scores, int32_t n_rankers, int64_t pages_bound, int32_t sink_pages,
+                             int32_t local_pages, const int32_t* plan, int32_t* pages, int64_t select_bound,
+                             cudaStream_t s);
+cudaError_t launch_select_pages(const float* q, const float* summaries, int64_t pages_capacity,
+                                int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                                bool group_mean, int32_t sink_pages, int32_t local_pages,
+                                const int32_t* plan, int64_t pages_bound, float* scores,
+                                int32_t* pages, int64_t select_bound, cudaStream_t s);
 
 // ---- sampling (sampling.cu) -------------------------------------------------------------------
 struct sample_args {

@@ -1,6 +1,9 @@
-// Split-key attention with log-sum-exp: the body of attention.comp (dense key ranges) and
-// attention_sets.comp (listed keys with log weights). The including file defines KV (cache
-// type), GMAX (query vectors per workgroup) and SETS (0 dense, 1 key sets).
+// Split-key attention with log-sum-exp: the body of attention.comp (dense key ranges),
+// attention_sets.comp (listed keys with log weights) and attention_pages.comp (the keys of
+// selected pages). The including file defines KV (cache type), GMAX (query vectors per
+// workgroup), SETS (0 dense, 1 key sets) and optionally PAGES (1: with SETS 0, key j of a
+// workgroup is row ids[j / page_size] * page_size + j % page_size of its page list, the span
+// read from the device page plan, see attention_pages.comp).
 //
 // Shapes: q [n][n_heads][head_dim] f32; k [n_kv_heads][k_cap][head_dim], v [n_kv_heads]
 // [v_cap][head_dim] of the cache type; dst_o [n][n_heads][splits][head_dim] and dst_lse
@@ -10,10 +13,10 @@
 // Work split: grid (split, KV head x head chunk, row block), 128 invocations. A workgroup takes
 // the query vectors of `rb` rows x `hb` heads of one GQA group (rb * hb <= GMAX; the group's
 // heads in chunks of hb), so it reads each K and V byte of its keys once for all of them, and
-// the keys [kb, ke) of its split: the block's key span (the longest kv_len of its rows, or the
-// set's size) cut into `splits` ranges of whole tiles. The span comes from the device lengths,
-// the split count from launch shapes only, so a recorded step replays for any lengths up to
-// `bound`. Keys stream in tiles of 128:
+// the keys [kb, ke) of its split: the block's key span (the longest kv_len of its rows, the
+// set's size, or the page list's keys) cut into `splits` ranges of whole tiles. The span
+// comes from the device lengths, the split count from launch shapes only, so a recorded step
+// replays for any lengths up to `bound`. Keys stream in tiles of 128:
 //   scores:  a run of LK lanes of a subgroup (a power of two, at most a row's eight-element
 //            chunks) reads one key row in coalesced 8-element loads and dots it with every
 //            query vector (the lane's first chunk of q in registers, the rest from shared
@@ -37,6 +40,10 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "attention.glsl"
 
+#ifndef PAGES
+#define PAGES 0
+#endif
+
 #define WG 128u       // invocations
 #define TK 128u       // keys per tile
 #define MAX_DIM 256u  // the largest head_dim
@@ -51,8 +58,9 @@ layout(push_constant) uniform params {
   floats q;
   words k;
   words v;
-  ints lens;      // dense: kv_len [n]; sets: offsets [n * n_heads + 1]
-  ints rows;      // dense: v_rows [keys] (flags & 1); sets: slots [total]
+  ints lens;      // dense: kv_len [n]; sets: offsets [n * n_heads + 1]; pages: the plan [4]
+  ints rows;      // dense: v_rows [keys] (flags & 1); sets: slots [total]; pages: ids
+                  // [rankers][page_stride]
   floats log_w;   // sets: log weights [total] (flags & 1)
   floats dst_o;   // [n][n_heads][splits][head_dim]
   floats dst_lse; // [n][n_heads][splits]
@@ -66,8 +74,11 @@ layout(push_constant) uniform params {
   uint splits;
   uint hb;        // heads per workgroup (hb * rb <= GMAX)
   uint rb;        // rows per workgroup
-  uint bound;     // kv_len bound (dense) / largest set (sets)
-  uint flags;     // 1: v_rows (dense) or log weights (sets)
+  uint bound;     // kv_len bound (dense) / largest set (sets) / keys of a page list (pages)
+  uint flags;     // 1: v_rows (dense) or log weights (sets); pages: 2 = the heads of a KV
+                  // head share its page list (else head h reads list h)
+  uint page_size; // pages: rows per page
+  uint page_stride; // pages: ids per page list
 };
 
 // q [vector][head_dim / 4]; after the keys, the key lanes' value sums [slot][vector][head_dim / 4].
@@ -75,6 +86,15 @@ shared vec4 sh_q[GMAX * MAX_DIM / 4u];
 shared vec4 sh_p[GMAX * TK / 4u];    // the tile's weights [vector][key / 4]
 shared vec4 sh_red[GV * MAX_SUB];    // per subgroup: maxima, then weight sums [vectors / 4][subgroup]
 shared uint sh_vrow[TK];             // the value row of each key of the tile
+
+#if PAGES
+// The cache row of key j of the page list at rows.v[list]: within page ids[j / page_size],
+// kept inside the cache whatever the ids.
+uint page_row(uint list, uint j) {
+  const uint id = uint(max(rows.v[list + j / page_size], 0));
+  return min(id * page_size + j % page_size, k_cap - 1u);
+}
+#endif
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
@@ -118,10 +138,21 @@ void main() {
       len[m] = span;
     }
 #else
+#if PAGES
+    // The keys of a page list: n_selected - 1 whole pages, then the newest, partial one
+    // (ascending ids end with the newest page, which is always selected).
+    const int ps = int(page_size);
+    const uint list = ((flags & 2u) != 0u ? kvh : h0) * page_stride;
+    const uint list_keys = uint(max((lens.v[2] - 1) * ps + lens.v[0] - (lens.v[1] - 1) * ps, 0));
+#endif
     [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
       const uint r = m / hb;
       valid[m] = r < rb && m % hb < nh && r0 + r < n;
+#if PAGES
+      len[m] = valid[m] ? min(list_keys, bound) : 0u;
+#else
       len[m] = valid[m] ? min(uint(max(lens.v[r0 + r], 0)), bound) : 0u;
+#endif
       span = max(span, len[m]);
     }
 #endif
@@ -165,6 +196,8 @@ void main() {
           if (p0 + h * KPP + kidx < TK && j < ke) {
 #if SETS
             const uint krow = uint(rows.v[first + j]);
+#elif PAGES
+            const uint krow = page_row(list, j);
 #else
             const uint krow = j;
 #endif
@@ -201,6 +234,9 @@ void main() {
 #if SETS
         const uint vrow = uint(rows.v[first + j]);
         const float bias = (flags & 1u) != 0u ? log_w.v[first + j] : 0.0;
+#elif PAGES
+        const uint vrow = page_row(list, j);
+        const float bias = 0.0;
 #else
         const uint vrow = (flags & 1u) != 0u ? uint(rows.v[j]) : j;
         const float bias = 0.0;

@@ -296,6 +296,44 @@ class backend {
                            int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int64_t n_pages,
                            bool group_mean, const tensor& scores) = 0;
 
+  // ---- Quest on the device: one decode row, nothing downloaded --------------------------
+  // These three ops read the row's page plan from the backend (so a recorded step replays for
+  // every length up to its bounds):  plan i32 [4] = {n_keys, n_pages, n_selected, take}
+  //   n_keys      the keys the row sees (the newest is key n_keys - 1)
+  //   n_pages     ceil(n_keys / page_size)
+  //   n_selected  pages each ranker attends: the forced ones (the first sink_pages and the
+  //               last local_pages >= 1, so the partial newest page is always among them) plus
+  //   take        the best-scoring others.
+  //
+  // summaries of the page holding key n_keys - 1 of k [n_kv_heads][capacity][head_dim]
+  // recomputed, as summarize_pages does (the decode row's append).
+  virtual void summarize_newest_page(const tensor& k, int64_t capacity, int32_t page_size,
+                                     const tensor& plan, const tensor& summaries,
+                                     int64_t pages_capacity) = 0;
+
+  // Quest's selection: for every ranker (as in page_scores: query heads, or KV heads with
+  // their group's mean query, u = (sum of the group's queries) * (1 / group)), the scores of
+  // pages [0, n_pages) by page_scores' bound into scores [n_rankers][pages_bound] (scratch),
+  // then pages [n_rankers][select_bound] i32: the forced pages and the `take` others with the
+  // highest scores (ties: the lower page), n_selected ids in ascending order. pages_bound >=
+  // n_pages and select_bound >= n_selected are launch shapes.
+  virtual void select_pages(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                            int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, bool group_mean,
+                            int32_t sink_pages, int32_t local_pages, const tensor& plan,
+                            int64_t pages_bound, const tensor& scores, const tensor& pages,
+                            int64_t select_bound) = 0;
+
+  // Attention of one query row q [n_heads][head_dim] over the selected pages: query head h
+  // reads the pages of its ranker (h, or its KV head h / group with group_mean) — the page's
+  // rows [p * page_size, min((p + 1) * page_size, n_keys)) of KV head h / group — and writes
+  // out [n_heads][head_dim], lse [n_heads] as attention_sets does over those slots.
+  // kv.v_rows must be null. select_bound (pages per ranker at most) is a launch shape.
+  virtual void attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
+                               int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                               bool group_mean, const tensor& pages, int64_t select_bound,
+                               const tensor& plan, float scale, const tensor& out,
+                               const tensor& lse) = 0;
+
   // dst[g][j] = rope(src[g][rows[j]], positions[j]) for every kv head g and j < n.
   //   src [n_kv_heads][src_capacity][head_dim]; dst [n_kv_heads][dst_capacity][head_dim], both
   //   of the cache type; rows, positions i32 [n].

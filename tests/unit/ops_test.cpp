@@ -982,6 +982,222 @@ TEST_P(ops, page_summaries_bound_every_keys_dot_product) {
   }
 }
 
+// ---- Quest on the device: the newest page's summary, selection, attention over pages ---------
+
+// A decode row over a full cache cut into pages of 16: keys with duplicated pages (equal scores,
+// so ties are exercised), a partial newest page, the plan {n_keys, n_pages, n_selected, take}.
+struct page_problem {
+  int32_t n_heads, n_kv_heads, hd;
+  int64_t cap, n_keys;
+  dtype type;
+  static constexpr int32_t page = 16, sinks = 1, locals = 2;
+  std::vector<float> q, k, v;
+  int64_t n_pages, pages_cap, n_selected, take;
+  page_problem(int32_t nh, int32_t nkv, int32_t d, int64_t n, int64_t budget_pages, dtype t, uint64_t seed)
+      : n_heads(nh), n_kv_heads(nkv), hd(d), cap(n + 21), n_keys(n), type(t) {
+    q = random_vec(static_cast<size_t>(n_heads * hd), seed, 1.5f);
+    k = random_vec(static_cast<size_t>(n_kv_heads * cap * hd), seed + 1, 0.7f);
+    v = random_vec(static_cast<size_t>(n_kv_heads * cap * hd), seed + 2);
+    n_pages = (n_keys + page - 1) / page;
+    pages_cap = (cap + page - 1) / page;
+    // Pages 3 and 7 repeat pages 2 and 5: equal summaries, equal scores.
+    for (int32_t g = 0; g < n_kv_heads; ++g)
+      for (auto [dst, src] : {std::pair{3, 2}, std::pair{7, 5}})
+        if (dst < n_pages - locals)
+          std::copy_n(k.begin() + (g * cap + src * page) * hd, page * hd, k.begin() + (g * cap + dst * page) * hd);
+    k = rounded(k, type);
+    v = rounded(v, type);
+    const int64_t forced = std::min<int64_t>(n_pages, sinks + locals);
+    n_selected = std::min<int64_t>(n_pages, std::max<int64_t>(budget_pages, forced));
+    take = n_selected - forced;
+  }
+  std::vector<int32_t> plan() const {
+    return {static_cast<int32_t>(n_keys), static_cast<int32_t>(n_pages), static_cast<int32_t>(n_selected),
+            static_cast<int32_t>(take)};
+  }
+  int32_t rankers(bool group_mean) const { return group_mean ? n_kv_heads : n_heads; }
+  // Page maxima and minima of the stored keys, and Quest's bound in the arithmetic the op
+  // states (f32, dims in order, the group mean as a sum times 1 / group).
+  std::vector<float> summaries() const {
+    std::vector<float> s(static_cast<size_t>(n_kv_heads * pages_cap * 2 * hd), 0.0f);
+    for (int32_t g = 0; g < n_kv_heads; ++g)
+      for (int64_t pg = 0; pg < n_pages; ++pg)
+        for (int32_t x = 0; x < hd; ++x) {
+          float mx = -INFINITY, mn = INFINITY;
+          for (int64_t r = pg * page; r < std::min<int64_t>((pg + 1) * page, n_keys); ++r) {
+            mx = std::max(mx, k[static_cast<size_t>((g * cap + r) * hd + x)]);
+            mn = std::min(mn, k[static_cast<size_t>((g * cap + r) * hd + x)]);
+          }
+          s[static_cast<size_t>(((g * pages_cap + pg) * 2) * hd + x)] = mx;
+          s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * hd + x)] = mn;
+        }
+    return s;
+  }
+  std::vector<float> scores(const std::vector<float>& sum, bool group_mean) const {
+    const int32_t group = n_heads / n_kv_heads;
+    std::vector<float> out;
+    for (int32_t r = 0; r < rankers(group_mean); ++r) {
+      const int32_t g = group_mean ? r : r / group;
+      std::vector<float> u(static_cast<size_t>(hd), 0.0f);
+      for (int32_t x = 0; x < hd; ++x) {
+        if (!group_mean) {
+          u[static_cast<size_t>(x)] = q[static_cast<size_t>(r * hd + x)];
+          continue;
+        }
+        for (int32_t m = 0; m < group; ++m) u[static_cast<size_t>(x)] += q[static_cast<size_t>((g * group + m) * hd + x)];
+        u[static_cast<size_t>(x)] *= 1.0f / static_cast<float>(group);
+      }
+      for (int64_t pg = 0; pg < n_pages; ++pg) {
+        float acc = 0.0f;
+        for (int32_t x = 0; x < hd; ++x) {
+          const float a = u[static_cast<size_t>(x)] * sum[static_cast<size_t>(((g * pages_cap + pg) * 2) * hd + x)];
+          const float b = u[static_cast<size_t>(x)] * sum[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * hd + x)];
+          acc += std::max(a, b);
+        }
+        out.push_back(acc);
+      }
+    }
+    return out;
+  }
+  // The forced pages and the `take` best others (ties: lower page), ascending.
+  std::vector<int32_t> selection(const float* sc) const {
+    std::vector<int32_t> sel, others;
+    for (int32_t pg = 0; pg < n_pages; ++pg)
+      (pg < sinks || pg >= n_pages - locals ? sel : others).push_back(pg);
+    std::stable_sort(others.begin(), others.end(), [sc](int32_t a, int32_t b) { return sc[a] > sc[b]; });
+    sel.insert(sel.end(), others.begin(), others.begin() + take);
+    std::sort(sel.begin(), sel.end());
+    return sel;
+  }
+};
+
+page_problem page_case(int c) {
+  switch (c) {
+    case 0: return page_problem(6, 2, 24, 75, 3, dtype::f32, 300);         // few pages, CUDA-core path
+    case 1: return page_problem(8, 2, 128, 3001, 24, dtype::f16, 310);     // tensor-core path, many splits
+    case 2: return page_problem(32, 8, 128, 2049, 17, dtype::bf16, 320);   // 8B-shaped heads
+    case 3: return page_problem(4, 4, 64, 1000, 70, dtype::f16, 330);      // no GQA, most pages
+    default: return page_problem(12, 4, 64, 16 * 40, 8, dtype::f32, 340); // whole last page
+  }
+}
+
+TEST_P(ops, summarize_newest_page_recomputes_the_page_of_the_newest_key) {
+  for (int c = 0; c < 5; ++c) {
+    const page_problem p = page_case(c);
+    harness h(GetParam());
+    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
+    std::vector<float> stale(static_cast<size_t>(p.n_kv_heads * p.pages_cap * 2 * p.hd), 5.0f);
+    tensor sum = h.upload(stale, p.hd, p.n_kv_heads * p.pages_cap * 2);
+    const tensor plan = h.ints(p.plan());
+    h.be->summarize_newest_page(k, p.cap, p.page, plan, sum, p.pages_cap);
+    const std::vector<float> got = h.download(sum), want = p.summaries();
+    for (int32_t g = 0; g < p.n_kv_heads; ++g)
+      for (int64_t pg = 0; pg < p.pages_cap; ++pg)
+        for (int32_t x = 0; x < 2 * p.hd; ++x) {
+          const size_t i = static_cast<size_t>((g * p.pages_cap + pg) * 2 * p.hd + x);
+          ASSERT_EQ(got[i], pg == p.n_pages - 1 ? want[i] : 5.0f) << "case " << c << " head " << g << " page " << pg;
+        }
+  }
+}
+
+TEST_P(ops, select_pages_scores_and_ranks_as_the_reference_does) {
+  for (int c = 0; c < 5; ++c) {
+    const page_problem p = page_case(c);
+    harness h(GetParam());
+    const std::vector<float> sums = p.summaries();
+    tensor sum = h.upload(sums, p.hd, p.n_kv_heads * p.pages_cap * 2);
+    tensor q = h.upload(p.q, p.hd, p.n_heads);
+    const tensor plan = h.ints(p.plan());
+    const int64_t pages_bound = p.n_pages + 5, select_bound = p.n_selected + 3;
+    for (bool group_mean : {false, true}) {
+      const int32_t rankers = p.rankers(group_mean);
+      tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * pages_bound), NAN), pages_bound, rankers);
+      tensor pages = h.ints(std::vector<int32_t>(static_cast<size_t>(rankers * select_bound), -7));
+      h.be->select_pages(q, sum, p.pages_cap, p.n_heads, p.n_kv_heads, p.hd, group_mean, p.sinks, p.locals, plan,
+                         pages_bound, sc, pages, select_bound);
+      const std::vector<float> got_sc = h.download(sc), want_sc = p.scores(sums, group_mean);
+      const std::vector<int32_t> got = h.download_ints(pages);
+      for (int32_t r = 0; r < rankers; ++r) {
+        // The scores bit for bit (so every backend ranks the same pages), then the selection.
+        for (int64_t pg = 0; pg < p.n_pages; ++pg)
+          ASSERT_EQ(got_sc[static_cast<size_t>(r * pages_bound + pg)], want_sc[static_cast<size_t>(r * p.n_pages + pg)])
+              << "case " << c << " ranker " << r << " page " << pg;
+        const std::vector<int32_t> want = p.selection(want_sc.data() + r * p.n_pages);
+        const std::vector<int32_t> sel(got.begin() + r * select_bound, got.begin() + r * select_bound + p.n_selected);
+        EXPECT_EQ(sel, want) << "case " << c << " ranker " << r << (group_mean ? " (group)" : "");
+      }
+      if (c == 1 && !group_mean) {  // the duplicated pages tie: the lower one is ranked first
+        const float* s0 = want_sc.data();
+        EXPECT_EQ(s0[2], s0[3]);
+      }
+    }
+  }
+}
+
+TEST_P(ops, attention_pages_attends_the_slots_of_the_selected_pages) {
+  for (int c = 0; c < 5; ++c) {
+    const page_problem p = page_case(c);
+    harness h(GetParam());
+    tensor q = h.upload(p.q, p.hd, p.n_heads);
+    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
+    tensor v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap, p.type);
+    const sa::kv_view kv{&k, &v, p.cap, 0, nullptr};
+    const tensor plan = h.ints(p.plan());
+    const int64_t select_bound = p.n_selected + 2;
+    const int32_t group = p.n_heads / p.n_kv_heads;
+    for (bool group_mean : {false, true}) {
+      // Each ranker's pages: forced ones and a spread of others, ascending.
+      const int32_t rankers = p.rankers(group_mean);
+      std::vector<int32_t> ids(static_cast<size_t>(rankers * select_bound), -1);
+      std::mt19937_64 rng(static_cast<uint64_t>(c * 2 + group_mean));
+      for (int32_t r = 0; r < rankers; ++r) {
+        std::vector<int32_t> others, sel;
+        for (int32_t pg = 0; pg < p.n_pages; ++pg) (pg < p.sinks || pg >= p.n_pages - p.locals ? sel : others).push_back(pg);
+        std::shuffle(others.begin(), others.end(), rng);
+        sel.insert(sel.end(), others.begin(), others.begin() + p.take);
+        std::sort(sel.begin(), sel.end());
+        std::copy(sel.begin(), sel.end(), ids.begin() + r * select_bound);
+      }
+      const tensor pages = h.ints(ids);
+      tensor out = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd), NAN), p.hd, p.n_heads);
+      tensor lse = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads), NAN), p.n_heads, 1);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
+      h.be->attention_pages(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, pages, select_bound, plan,
+                            scale, out, lse);
+      const std::vector<float> o = h.download(out), l = h.download(lse);
+      std::vector<double> want_o, want_l;
+      for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+        const int32_t g = hh / group, r = group_mean ? g : hh;
+        std::vector<double> s;
+        std::vector<int64_t> rows;
+        for (int64_t i = 0; i < p.n_selected; ++i) {
+          const int32_t pg = ids[static_cast<size_t>(r * select_bound + i)];
+          for (int64_t row = pg * p.page; row < std::min<int64_t>((pg + 1) * p.page, p.n_keys); ++row) {
+            double d = 0;
+            for (int32_t x = 0; x < p.hd; ++x)
+              d += double{p.q[static_cast<size_t>(hh * p.hd + x)]} * p.k[static_cast<size_t>((g * p.cap + row) * p.hd + x)];
+            s.push_back(d * scale);
+            rows.push_back(row);
+          }
+        }
+        const double m = *std::max_element(s.begin(), s.end());
+        double sum = 0;
+        std::vector<double> acc(static_cast<size_t>(p.hd), 0.0);
+        for (size_t j = 0; j < s.size(); ++j) {
+          const double e = std::exp(s[j] - m);
+          sum += e;
+          for (int32_t x = 0; x < p.hd; ++x) acc[static_cast<size_t>(x)] += e * p.v[static_cast<size_t>((g * p.cap + rows[j]) * p.hd + x)];
+        }
+        for (double a : acc) want_o.push_back(a / sum);
+        want_l.push_back(m + std::log(sum));
+      }
+      const double t = tol(1e-5, device_attention_tol(p.type, p.hd));
+      EXPECT_LT(rel_err(o, want_o), t) << "case " << c << (group_mean ? " (group)" : "");
+      EXPECT_LT(rel_err(l, want_l), t) << "case " << c << (group_mean ? " (group)" : "");
+    }
+  }
+}
+
 // ---- sampling -----------------------------------------------------------------------------------
 
 TEST_P(ops, sampling_draws_what_the_reference_draws) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "backend/cpu/ops.h"
@@ -304,7 +305,83 @@ void cpu_backend::page_scores(const tensor& q, const tensor& summaries, int64_t 
       q.elements() < int64_t{n_heads} * head_dim)
     fail(SA_ERR_INTERNAL, "page_scores: %lld pages do not fit", static_cast<long long>(n_pages));
   page_scores_rows(pool_, ptr<float>(q), ptr<float>(summaries), pages_capacity, n_heads,
-                   n_kv_heads, head_dim, n_pages, group_mean, ptr<float>(scores));
+                   n_kv_heads, head_dim, n_pages, group_mean, ptr<float>(scores), n_pages);
+}
+
+namespace {
+// A decode row's page plan (see backend.h), checked (page_size 0: not known to the op).
+struct plan_values {
+  int64_t n_keys, n_pages, n_selected, take;
+};
+plan_values plan_of(const tensor& plan, int32_t page_size, int64_t capacity, const char* op) {
+  const std::span<const int32_t> v = ints(plan);
+  if (v.size() < 4 || v[0] < 1 || v[0] > capacity || v[1] < 1 ||
+      (page_size > 0 && v[1] != (v[0] + page_size - 1) / page_size) || v[2] < 1 || v[2] > v[1] || v[3] < 0 ||
+      v[3] > v[2])
+    fail(SA_ERR_INTERNAL, "%s: a page plan that does not hold together", op);
+  return {v[0], v[1], v[2], v[3]};
+}
+}  // namespace
+
+void cpu_backend::summarize_newest_page(const tensor& k, int64_t capacity, int32_t page_size,
+                                        const tensor& plan, const tensor& summaries,
+                                        int64_t pages_capacity) {
+  const plan_values pv = plan_of(plan, page_size, capacity, "summarize_newest_page");
+  summarize_pages(k, capacity, page_size, pv.n_keys, pv.n_pages - 1, 1, summaries, pages_capacity);
+}
+
+void cpu_backend::select_pages(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                               int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                               bool group_mean, int32_t sink_pages, int32_t local_pages,
+                               const tensor& plan, int64_t pages_bound, const tensor& scores,
+                               const tensor& pages, int64_t select_bound) {
+  const plan_values pv = plan_of(plan, 0, std::numeric_limits<int32_t>::max(), "select_pages");
+  const int32_t rankers = group_mean ? n_kv_heads : n_heads;
+  if (pv.n_pages > pages_bound || pv.n_pages > pages_capacity || pv.n_selected > select_bound ||
+      scores.elements() < rankers * pages_bound || pages.type != dtype::i32 ||
+      pages.elements() < rankers * select_bound || q.elements() < int64_t{n_heads} * head_dim ||
+      local_pages < 1 || sink_pages < 0)
+    fail(SA_ERR_INTERNAL, "select_pages: %lld pages (bound %lld) or %lld selected (bound %lld) do not fit",
+         static_cast<long long>(pv.n_pages), static_cast<long long>(pages_bound),
+         static_cast<long long>(pv.n_selected), static_cast<long long>(select_bound));
+  page_scores_rows(pool_, ptr<float>(q), ptr<float>(summaries), pages_capacity, n_heads,
+                   n_kv_heads, head_dim, pv.n_pages, group_mean, ptr<float>(scores), pages_bound);
+  select_pages_rows(ptr<float>(scores), pages_bound, rankers, pv.n_pages, sink_pages, local_pages,
+                    pv.n_selected, pv.take, ptr<int32_t>(pages), select_bound);
+}
+
+void cpu_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                  int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                  bool group_mean, const tensor& pages, int64_t select_bound,
+                                  const tensor& plan, float scale, const tensor& out,
+                                  const tensor& lse) {
+  const plan_values pv = plan_of(plan, page_size, kv.capacity, "attention_pages");
+  const int32_t group = n_heads / n_kv_heads;
+  const int32_t rankers = group_mean ? n_kv_heads : n_heads;
+  const std::span<const int32_t> ids = ints(pages);
+  if (pv.n_selected > select_bound || static_cast<int64_t>(ids.size()) < rankers * select_bound)
+    fail(SA_ERR_INTERNAL, "attention_pages: %lld pages per ranker do not fit in %lld",
+         static_cast<long long>(pv.n_selected), static_cast<long long>(select_bound));
+  // The pages as key sets: the slots attention_sets would be given.
+  std::vector<int32_t> offsets(1, 0), slots;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    const int32_t* p = ids.data() + (group_mean ? h / group : h) * select_bound;
+    for (int64_t i = 0; i < pv.n_selected; ++i) {
+      if (p[i] < 0 || p[i] >= pv.n_pages)
+        fail(SA_ERR_INTERNAL, "attention_pages: page %d outside [0, %lld)", p[i],
+             static_cast<long long>(pv.n_pages));
+      const int64_t end = std::min<int64_t>(int64_t{p[i] + 1} * page_size, pv.n_keys);
+      for (int64_t s = int64_t{p[i]} * page_size; s < end; ++s) slots.push_back(static_cast<int32_t>(s));
+    }
+    offsets.push_back(static_cast<int32_t>(slots.size()));
+  }
+  host_sets hs;
+  hs.offsets = offsets;
+  hs.slots = slots;
+  const int64_t n = check_sets(q, n_heads, head_dim, kv, hs, "attention_pages");
+  attention_sets_rows(pool_, scratch_, ptr<float>(q), n, n_heads, n_kv_heads, head_dim,
+                      rows_of(*kv.k, head_dim), rows_of(*kv.v, head_dim), kv.capacity, hs, scale,
+                      ptr<float>(out), ptr<float>(lse));
 }
 
 void cpu_backend::gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,

@@ -88,7 +88,13 @@ void summarize_pages_rows(thread_pool& pool, const kv_rows& k, int64_t capacity,
                           int64_t pages_capacity);
 void page_scores_rows(thread_pool& pool, const float* q, const float* summaries,
                       int64_t pages_capacity, int32_t n_heads, int32_t n_kv_heads,
-                      int32_t head_dim, int64_t n_pages, bool group_mean, float* scores);
+                      int32_t head_dim, int64_t n_pages, bool group_mean, float* scores,
+                      int64_t stride);
+// Quest's top pages per ranker (see backend::select_pages): scores [n_rankers][stride],
+// pages [n_rankers][select_bound].
+void select_pages_rows(const float* scores, int64_t stride, int32_t n_rankers, int64_t n_pages,
+                       int32_t sink_pages, int32_t local_pages, int64_t n_selected, int64_t take,
+                       int32_t* pages, int64_t select_bound);
 
 // dst[g][j] = rope(src[g][rows[j]], positions[j]); heads of head_dim = src row width; src and
 // dst of the cache type.

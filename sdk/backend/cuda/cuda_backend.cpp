@@ -514,6 +514,76 @@ void cuda_backend::page_scores(const tensor& q, const tensor& summaries, int64_t
         "page_scores");
 }
 
+namespace {
+void check_plan(const tensor& plan, const char* op) {
+  if (plan.type != dtype::i32 || plan.elements() < 4)
+    fail(SA_ERR_INTERNAL, "%s: a page plan of %lld %s elements", op, static_cast<long long>(plan.elements()),
+         traits(plan.type).name);
+}
+}  // namespace
+
+void cuda_backend::summarize_newest_page(const tensor& k, int64_t capacity, int32_t page_size,
+                                         const tensor& plan, const tensor& summaries,
+                                         int64_t pages_capacity) {
+  check_plan(plan, "summarize_newest_page");
+  const int32_t head_dim = static_cast<int32_t>(k.ne[0]);
+  const int32_t n_kv = static_cast<int32_t>(k.rows() / capacity);
+  if (page_size < 1 || pages_capacity * page_size < capacity || !is_kv_type(k.type) ||
+      summaries.elements() < int64_t{n_kv} * pages_capacity * 2 * head_dim)
+    fail(SA_ERR_INTERNAL, "summarize_newest_page: summaries of %lld pages do not cover %lld rows",
+         static_cast<long long>(pages_capacity), static_cast<long long>(capacity));
+  check(launch_summarize_newest_page(dev(k), etype_of(k.type), capacity, n_kv, head_dim, page_size,
+                                     ints(plan), ptr<float>(summaries), pages_capacity, stream_),
+        "summarize_newest_page");
+}
+
+void cuda_backend::select_pages(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                                int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                                bool group_mean, int32_t sink_pages, int32_t local_pages,
+                                const tensor& plan, int64_t pages_bound, const tensor& scores,
+                                const tensor& pages, int64_t select_bound) {
+  check_plan(plan, "select_pages");
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
+  if (n_kv_heads < 1 || n_heads % n_kv_heads != 0 || scores.elements() < rankers * pages_bound || pages.type != dtype::i32 ||
+      pages.elements() < rankers * select_bound || q.elements() < int64_t{n_heads} * head_dim ||
+      summaries.elements() < int64_t{n_kv_heads} * pages_capacity * 2 * head_dim || local_pages < 1 ||
+      sink_pages < 0)
+    fail(SA_ERR_INTERNAL, "select_pages: %lld pages or %lld selected per ranker do not fit",
+         static_cast<long long>(pages_bound), static_cast<long long>(select_bound));
+  if (head_dim % 2 != 0 || summaries.offset % 16 != 0)
+    fail(SA_ERR_UNSUPPORTED, "the CUDA backend selects pages for an even head_dim and 16-byte aligned "
+         "summaries (this call: head_dim %d)", head_dim);
+  check(launch_select_pages(ptr<const float>(q), ptr<const float>(summaries), pages_capacity, n_heads,
+                            n_kv_heads, head_dim, group_mean, sink_pages, local_pages, ints(plan),
+                            pages_bound, ptr<float>(scores), ptr<int32_t>(pages), select_bound, stream_),
+        "select_pages");
+}
+
+void cuda_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                   int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                   bool group_mean, const tensor& pages, int64_t select_bound,
+                                   const tensor& plan, float scale, const tensor& out,
+                                   const tensor& lse) {
+  check_plan(plan, "attention_pages");
+  if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_pages: values must sit at the keys' rows");
+  attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
+  if (a.n != 1 || page_size < 1 || select_bound < 1 || pages.type != dtype::i32 ||
+      pages.elements() < rankers * select_bound)
+    fail(SA_ERR_INTERNAL, "attention_pages: %lld rows, %lld pages per ranker", static_cast<long long>(a.n),
+         static_cast<long long>(select_bound));
+  a.kv_bound = select_bound * page_size;  // the most keys a ranker reads: the launch shape
+  page_table pt;
+  pt.pages = ints(pages);
+  pt.plan = ints(plan);
+  pt.stride = select_bound;
+  pt.page_size = page_size;
+  pt.per_head = group_mean ? 0 : 1;
+  const size_t work = attention_pages_workspace_bytes(a, pt, n_sms_);
+  check(launch_attention_pages(a, pt, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_),
+        "attention_pages");
+}
+
 void cuda_backend::gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
                                const tensor& positions, int64_t n, const rope_params& p,
                                const tensor& dst, int64_t dst_capacity) {

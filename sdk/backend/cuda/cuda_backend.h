@@ -96,6 +96,18 @@ class cuda_backend final : public backend {
   void page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int64_t n_pages,
                    bool group_mean, const tensor& scores) override;
+  void summarize_newest_page(const tensor& k, int64_t capacity, int32_t page_size,
+                             const tensor& plan, const tensor& summaries,
+                             int64_t pages_capacity) override;
+  void select_pages(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, bool group_mean,
+                    int32_t sink_pages, int32_t local_pages, const tensor& plan,
+                    int64_t pages_bound, const tensor& scores, const tensor& pages,
+                    int64_t select_bound) override;
+  void attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                       int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                       int64_t select_bound, const tensor& plan, float scale, const tensor& out,
+                       const tensor& lse) override;
   void gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
                    const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;

@@ -1,8 +1,8 @@
 // Attention on the Vulkan backend: dense attention with log-sum-exp (decode rows and prefill
-// chunks), partial attention over key sets, the merge of partials, key probes and the per-key
-// attention mass (shaders/attention*.comp, attention*.glsl).
+// chunks), partial attention over key sets and over selected pages, the merge of partials, key
+// probes and the per-key attention mass (shaders/attention*.comp, attention*.glsl).
 //
-// attention and attention_sets run one split kernel (attention_split.glsl): a workgroup per
+// attention, attention_sets and attention_pages run one split kernel (attention_split.glsl): a workgroup per
 // (split of the keys, KV head x chunk of its query heads, block of rows), so every K/V byte is
 // read once per GQA group (and per block of rows), then, with more than one split, a combine
 // pass (attention_combine.comp) that merges the splits' partials with their lse. The split
@@ -21,13 +21,14 @@ namespace sa::vk {
 
 namespace {
 
-// The push constants of shaders/attention_split.glsl (attention_*, attention_sets_*), field for
-// field: 8 addresses, then 12 scalars (112 bytes).
+// The push constants of shaders/attention_split.glsl (attention_*, attention_sets_*,
+// attention_pages_*), field for field: 8 addresses, then 14 scalars (120 bytes).
 struct split_pc {
   uint64_t q, k, v, lens, rows, log_w, dst_o, dst_lse;
   uint32_t n, n_heads, group, head_dim, k_cap, v_cap;
   float scale;
   uint32_t splits, hb, rb, bound, flags;
+  uint32_t page_size, page_stride;  // attention_pages only
 };
 
 // The push constants of shaders/attention_combine.comp: 4 addresses, 3 scalars.
@@ -57,7 +58,7 @@ struct probe_pc {
   float scale;
 };
 
-static_assert(sizeof(split_pc) == 112 && sizeof(mass_pc) == 80 && sizeof(probe_pc) == 80);
+static_assert(sizeof(split_pc) == 120 && sizeof(mass_pc) == 80 && sizeof(probe_pc) == 80);
 
 constexpr int64_t k_vectors = 8;          // attention.comp's GMAX: query vectors per workgroup
 constexpr int64_t k_max_head_dim = 256;   // attention_split.glsl's MAX_DIM
@@ -252,6 +253,60 @@ void vulkan_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t 
   run_split(*this,
             by_type(kv.k->type, shader::attention_sets_f32, shader::attention_sets_f16, shader::attention_sets_bf16),
             pc, n, items, n_kv_heads, group, splits, out, lse);
+}
+
+void vulkan_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                     int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                     int64_t select_bound, const tensor& plan, float scale, const tensor& out,
+                                     const tensor& lse) {
+  if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_pages: values must sit at the keys' rows");
+  const int64_t n = check_problem("attention_pages", q, kv, n_heads, n_kv_heads, head_dim, kv.capacity);
+  check_outputs("attention_pages", n, n_heads, head_dim, out, lse);
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
+  if (n != 1 || kv.capacity < 1 || page_size < 1 || select_bound < 1 || pages.type != dtype::i32 ||
+      pages.elements() < rankers * select_bound || plan.type != dtype::i32 || plan.elements() < 4)
+    fail(SA_ERR_INTERNAL, "attention_pages: %lld rows, %lld pages of %d keys per ranker", static_cast<long long>(n),
+         static_cast<long long>(select_bound), page_size);
+  const int64_t bound = select_bound * page_size;  // the most keys a page list holds: a launch shape
+  if (bound >= k_max_index / 2 || pages.elements() >= k_max_index / 2)
+    fail(SA_ERR_UNSUPPORTED, "attention_pages: %lld pages of %d keys", static_cast<long long>(select_bound),
+         page_size);
+
+  // Per-head lists: a workgroup per query head (as attention_sets). Group lists: the group's
+  // heads in chunks of up to k_vectors per workgroup (as dense attention), sharing K/V reads.
+  const int64_t group = n_heads / n_kv_heads;
+  const int64_t chunks = group_mean ? ceil_div(group, k_vectors) : group;
+  const int64_t hb = group_mean ? ceil_div(group, chunks) : 1;
+  const int64_t splits = split_count(int64_t{n_kv_heads} * chunks, bound);
+  split_pc pc{};
+  pc.q = addr(q);
+  pc.k = addr(*kv.k);
+  pc.v = addr(*kv.v);
+  pc.lens = ints(plan);
+  pc.rows = ints(pages);
+  pc.log_w = pc.q;  // unread
+  pc.n = 1;
+  pc.n_heads = u32(n_heads);
+  pc.group = u32(group);
+  pc.head_dim = u32(head_dim);
+  pc.k_cap = u32(kv.capacity);
+  pc.v_cap = u32(kv.capacity);
+  pc.scale = scale;
+  pc.hb = u32(hb);
+  pc.rb = 1;
+  pc.bound = u32(bound);
+  check_aligned(*this, *kv.k, *kv.v);
+  pc.flags = group_mean ? 2u : 0u;
+  pc.page_size = u32(page_size);
+  pc.page_stride = u32(select_bound);
+  const dtype type = kv.k->type;
+  const shader s =
+      !group_mean ? by_type(type, shader::attention_pages_f32, shader::attention_pages_f16, shader::attention_pages_bf16)
+      : hb <= 4   ? by_type(type, shader::attention_pages_g4_f32, shader::attention_pages_g4_f16,
+                            shader::attention_pages_g4_bf16)
+                  : by_type(type, shader::attention_pages_g8_f32, shader::attention_pages_g8_f16,
+                            shader::attention_pages_g8_bf16);
+  run_split(*this, s, pc, 1, n_heads, n_kv_heads, chunks, splits, out, lse);
 }
 
 void vulkan_backend::merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,

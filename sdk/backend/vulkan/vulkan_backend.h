@@ -88,6 +88,10 @@ class vulkan_backend final : public backend {
   void attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                       int32_t head_dim, const key_sets& sets, float scale, const tensor& out,
                       const tensor& lse) override;
+  void attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                       int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                       int64_t select_bound, const tensor& plan, float scale, const tensor& out,
+                       const tensor& lse) override;
   void merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
                        const tensor& lse_b) override;
   void probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
@@ -100,6 +104,14 @@ class vulkan_backend final : public backend {
   void page_scores(const tensor& q, const tensor& summaries, int64_t pages_capacity,
                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int64_t n_pages,
                    bool group_mean, const tensor& scores) override;
+  void summarize_newest_page(const tensor& k, int64_t capacity, int32_t page_size,
+                             const tensor& plan, const tensor& summaries,
+                             int64_t pages_capacity) override;
+  void select_pages(const tensor& q, const tensor& summaries, int64_t pages_capacity,
+                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, bool group_mean,
+                    int32_t sink_pages, int32_t local_pages, const tensor& plan,
+                    int64_t pages_bound, const tensor& scores, const tensor& pages,
+                    int64_t select_bound) override;
   // sampling.cpp
   void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
               const tensor& token) override;
