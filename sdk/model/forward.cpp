@@ -1,6 +1,7 @@
 // The decode step, top to bottom.
 //
 //   plan = memory.begin(batch)                 positions, cache slots, lengths -> step buffer
+//   sparse.begin(batch)                        [a decode row's page plan -> step buffer]
 //   x = embed(tokens)
 //   for each layer:
 //     xn = rmsnorm(x) · attn_norm
@@ -17,8 +18,9 @@
 //   token = sample(logits)                         [when asked]
 //   memory.commit()
 //
-// A step whose batch the memory marks with a shape key (a dense decode step) is handed to the
-// backend as one recordable unit: the CUDA backend replays it as one graph.
+// A step whose batch the memory marks with a shape key (a decode step) is handed to the
+// backend as one recordable unit — the CUDA backend replays it as one graph — unless its
+// sparse attention selects on the host.
 #include "model/forward.h"
 
 #include <cmath>
@@ -60,16 +62,15 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
   const batch_meta m = e.mem.begin(b, e.step);
   const tensor ids = e.step.put(b.tokens);
   const tensor u = draw ? e.step.put_double(draw->u) : tensor{};
-  e.step.flush();
-  if (e.sparse) e.sparse->begin(b.kind);
   const bool sparse_row = e.sparse && b.kind == batch_kind::decode;
+  const uint64_t sparse_key = e.sparse ? e.sparse->begin(b.kind, m) : 0;
+  e.step.flush();
 
   const tensor x = ws.x.row_range(0, n), xn = ws.xn.row_range(0, n);
   const tensor q = ws.q.row_range(0, n), k = ws.k.row_range(0, n), v = ws.v.row_range(0, n);
   const tensor att = ws.att.row_range(0, n), lse = ws.lse.row_range(0, n);
   const tensor ffn = ws.ffn.row_range(0, n);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-  uint64_t sparse_head_keys = 0;  // keys read by sparse rows, summed over query heads
 
   auto layers = [&] {
     be.embed(w.token_embd, ids, x);
@@ -92,7 +93,7 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
       const kv_view kv = e.mem.write(l, q, k, v, m);
       if (e.sparse) e.sparse->refresh(l, kv, m);
       if (sparse_row)
-        sparse_head_keys += e.sparse->attend(l, q, kv, m, att, lse);
+        e.sparse->attend(l, q, kv, m, att, lse);
       else
         be.attention(q, kv, hp.n_heads, hp.n_kv_heads, hp.head_dim, m.kv_len, m.kv_bound, scale,
                      att, lse, e.mem.mass(l));
@@ -115,10 +116,10 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
   };
   // Recordable: the memory marked the batch (all that varies is in the step buffer) and no
   // host-side selection runs in it. The key also covers what else shapes the launches.
-  const uint64_t key = sparse_row || m.shape_key == 0
+  const uint64_t key = (sparse_row && sparse_key == 0) || m.shape_key == 0
                            ? 0
                            : m.shape_key ^ (static_cast<uint64_t>(n_logit_rows) << 56) ^
-                                 (draw ? uint64_t{1} << 62 : 0);
+                                 (draw ? uint64_t{1} << 62 : 0) ^ (sparse_key << 52);
   if (key)
     be.run_step(key, layers);
   else
@@ -126,7 +127,7 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
   e.mem.commit();
 
   const uint64_t key_bytes = e.mem.key_bytes();
-  if (sparse_row) return sparse_head_keys * key_bytes / static_cast<uint64_t>(hp.n_heads);
+  if (sparse_row) return e.sparse->keys_read() * key_bytes / static_cast<uint64_t>(hp.n_heads);
   return static_cast<uint64_t>(m.keys_read) * static_cast<uint64_t>(hp.n_layers) * key_bytes;
 }
 

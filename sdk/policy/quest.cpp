@@ -15,6 +15,12 @@ page_plan plan_pages(const sparse_config& c, int64_t n_keys) {
                                                          static_cast<double>(n_keys)));
   p.budget_pages = std::max<int64_t>(c.min_pages, (p.budget_tokens + c.page_size - 1) / c.page_size);
   p.dense = p.budget_pages >= p.n_pages;
+  const int64_t lo = std::min<int64_t>(c.sink_pages, p.n_pages);         // others: [lo, hi)
+  const int64_t hi = std::max<int64_t>(p.n_pages - c.local_pages, lo);
+  p.forced = lo + (p.n_pages - hi);
+  p.n_selected = std::max(p.forced, std::min(p.budget_pages, p.n_pages));
+  p.take = p.n_selected - p.forced;
+  p.selected_keys = n_keys - (p.n_pages - p.n_selected) * c.page_size;  // local_pages >= 1
   return p;
 }
 

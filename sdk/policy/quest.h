@@ -27,6 +27,10 @@ struct page_plan {
   int64_t budget_pages = 0;  // pages a head may attend
   int64_t budget_tokens = 0; // the budget in tokens before rounding to pages
   bool dense = true;         // the budget covers every page
+  int64_t forced = 0;        // sink and local pages (always attended)
+  int64_t n_selected = 0;    // pages each head attends: max(forced, budget), at most n_pages
+  int64_t take = 0;          // of them, chosen by score: n_selected - forced
+  int64_t selected_keys = 0; // keys in those pages (the newest page, partial, is always one)
 };
 
 // The plan for a head that sees n_keys keys.

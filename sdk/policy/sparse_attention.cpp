@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "policy/vattention.h"
 
 namespace sa {
@@ -33,6 +34,7 @@ sparse_attention::sparse_attention(backend& be, step_buffer& step, const hparams
       summaries_(be, hp, capacity, c.page_size) {
   const int64_t pages_capacity = summaries_.pages_capacity();
   page_scores_ = new_f32_tensor(be, buffers_, pages_capacity, hp.n_heads);
+  selected_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, hp.n_heads);
   probe_scores_ = new_f32_tensor(be, buffers_, capacity, hp.n_heads);
   probe_vnorm2_ = new_f32_tensor(be, buffers_, capacity, hp.n_heads);
   out_b_ = new_f32_tensor(be, buffers_, hp.head_dim, hp.n_heads);
@@ -69,12 +71,55 @@ key_sets sparse_attention::sets_from(const std::vector<std::vector<int32_t>>& pe
   return ks;
 }
 
-void sparse_attention::begin(batch_kind kind) {
-  if (kind != batch_kind::rewrite) stats_.clear();
+uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
+  kind_ = kind;
+  if (kind == batch_kind::rewrite) return 0;
+  stats_.clear();
+  if (kind != batch_kind::decode) return 0;
+  // Every head of every layer reads every key unless its layer selects below.
+  const int64_t n_keys = m.n_keys;
+  plan_ = plan_pages(c_, n_keys);
+  for (int32_t l = 0; l < hp_.n_layers; ++l)
+    for (int32_t h = 0; h < hp_.n_heads; ++h) {
+      head_stat s;
+      s.layer = l;
+      s.head = h;
+      s.keys_attended = s.keys_total = static_cast<int32_t>(n_keys);
+      const bool dense = l < c_.dense_layers || plan_.dense;
+      if (dense && c_.check_error) s.rel_error = 0.0f;  // exact
+      if (!dense && selects_on_backend()) {
+        s.keys_attended = static_cast<int32_t>(plan_.selected_keys);
+        s.sparse = true;
+      }
+      stats_.push_back(s);
+    }
+  if (!selects_on_backend()) return 0;
+  const int32_t plan[4] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan_.n_pages),
+                           static_cast<int32_t>(plan_.n_selected), static_cast<int32_t>(plan_.take)};
+  plan_t_ = step_.put(std::span<const int32_t>(plan, 4));
+  // Launch bounds: the plan grows with the keys, so the bucket's bound bounds every step in it.
+  const page_plan most = plan_pages(c_, std::min(m.kv_bound, summaries_.pages_capacity() * c_.page_size));
+  pages_bound_ = std::max(most.n_pages, plan_.n_pages);
+  select_bound_ = std::max(most.n_selected, plan_.n_selected);
+  if (c_.check_error) return 0;
+  return plan_.dense ? 1 : 2;
 }
 
 void sparse_attention::refresh(int32_t layer, const kv_view& kv, const batch_meta& m) {
+  if (kind_ == batch_kind::decode && selects_on_backend() && m.end_slot == m.n_keys &&
+      m.first_slot + 1 == m.end_slot) {
+    // The decode row appended key n_keys - 1: its page, located from the plan.
+    be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan_t_, summaries_.layer(layer),
+                              summaries_.pages_capacity());
+    return;
+  }
   summaries_.refresh(layer, *kv.k, kv.capacity, m.first_slot, m.end_slot, m.n_keys);
+}
+
+uint64_t sparse_attention::keys_read() const {
+  uint64_t n = 0;
+  for (const head_stat& s : stats_) n += static_cast<uint64_t>(s.keys_attended);
+  return n;
 }
 
 void sparse_attention::rebuild(int32_t layer, const kv_view& kv, int64_t n_keys) {
@@ -144,51 +189,49 @@ void sparse_attention::oracle_sets(const tensor& q, const kv_view& kv, const pag
   }
 }
 
-uint64_t sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
-                                  const batch_meta& m, const tensor& out, const tensor& lse) {
+void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
+                              const batch_meta& m, const tensor& out, const tensor& lse) {
   const int64_t n_keys = m.n_keys;
-  std::vector<head_stat>& stats = stats_;
-  const page_plan plan = plan_pages(c_, n_keys);
-  const size_t first = stats.size();
-  for (int32_t h = 0; h < hp_.n_heads; ++h) {
-    head_stat s;
-    s.layer = layer;
-    s.head = h;
-    s.keys_attended = s.keys_total = static_cast<int32_t>(n_keys);
-    stats.push_back(s);
-  }
-  head_stat* hs = stats.data() + first;
-  if (layer < c_.dense_layers || plan.dense) {
+  if (kind_ != batch_kind::decode || stats_.size() != static_cast<size_t>(hp_.n_layers * hp_.n_heads) ||
+      plan_.n_pages != (n_keys + c_.page_size - 1) / c_.page_size)
+    fail(SA_ERR_INTERNAL, "sparse attention: layer %d of a batch that begin() did not plan", layer);
+  head_stat* hs = stats_.data() + static_cast<size_t>(layer) * static_cast<size_t>(hp_.n_heads);
+  if (layer < c_.dense_layers || plan_.dense) {
     dense(q, kv, m, out, lse);
-    if (c_.check_error)
-      for (int32_t h = 0; h < hp_.n_heads; ++h) hs[h].rel_error = 0.0f;  // exact
-    return static_cast<uint64_t>(n_keys) * static_cast<uint64_t>(hp_.n_heads);
+    return;
   }
-  // The deterministic sets: Quest's pages, or the top tokens by exact score.
-  if (c_.method == sparse_method::oracle ||
-      (c_.method == sparse_method::vattention && c_.topk == topk_source::oracle))
-    oracle_sets(q, kv, plan, n_keys);
-  else
-    quest_sets(q, summaries_.layer(layer), plan, n_keys);
-  uint64_t read = 0;
-  if (c_.method == sparse_method::vattention) {
-    read = vattention_step(layer, q, kv, n_keys, out, lse, hs);
+  const bool group = c_.granularity == select_granularity::per_group;
+  if (selects_on_backend()) {
+    // Quest: scores, top pages and attention over them, all on the backend.
+    be_.select_pages(q, summaries_.layer(layer), summaries_.pages_capacity(), hp_.n_heads,
+                     hp_.n_kv_heads, hp_.head_dim, group, c_.sink_pages, c_.local_pages, plan_t_,
+                     pages_bound_, page_scores_, selected_, select_bound_);
+    be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group,
+                        selected_, select_bound_, plan_t_, scale_, out, lse);
   } else {
-    be_.attention_sets(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, sets_from(fixed_), scale_,
-                       out, lse);
-    for (int32_t h = 0; h < hp_.n_heads; ++h) {
-      hs[h].keys_attended = static_cast<int32_t>(fixed_[static_cast<size_t>(h)].size());
-      hs[h].sparse = true;
-      read += fixed_[static_cast<size_t>(h)].size();
+    // The deterministic sets: Quest's pages, or the top tokens by exact score.
+    if (c_.method == sparse_method::oracle ||
+        (c_.method == sparse_method::vattention && c_.topk == topk_source::oracle))
+      oracle_sets(q, kv, plan_, n_keys);
+    else
+      quest_sets(q, summaries_.layer(layer), plan_, n_keys);
+    if (c_.method == sparse_method::vattention) {
+      vattention_step(layer, q, kv, n_keys, out, lse, hs);
+    } else {
+      be_.attention_sets(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, sets_from(fixed_), scale_,
+                         out, lse);
+      for (int32_t h = 0; h < hp_.n_heads; ++h) {
+        hs[h].keys_attended = static_cast<int32_t>(fixed_[static_cast<size_t>(h)].size());
+        hs[h].sparse = true;
+      }
     }
   }
   if (c_.check_error) check_error(q, kv, m, out, hs);
-  return read;
 }
 
-uint64_t sparse_attention::vattention_step(int32_t layer, const tensor& q, const kv_view& kv,
-                                           int64_t n_keys, const tensor& out,
-                                           const tensor& lse, head_stat* hs) {
+void sparse_attention::vattention_step(int32_t layer, const tensor& q, const kv_view& kv,
+                                       int64_t n_keys, const tensor& out, const tensor& lse,
+                                       head_stat* hs) {
   const int32_t nh = hp_.n_heads, hd = hp_.head_dim;
   const int64_t position = n_keys - 1;
   residual_.resize(static_cast<size_t>(nh));
@@ -224,7 +267,6 @@ uint64_t sparse_attention::vattention_step(int32_t layer, const tensor& q, const
   }
   // Sample sizes, then the weighted sample of each residual.
   log_w_.clear();
-  uint64_t read = 0;
   for (int32_t h = 0; h < nh; ++h) {
     const size_t u = static_cast<size_t>(h);
     const int64_t ns = static_cast<int64_t>(residual_[u].size());
@@ -263,12 +305,10 @@ uint64_t sparse_attention::vattention_step(int32_t layer, const tensor& q, const
     hs[h].keys_attended =
         static_cast<int32_t>(fixed_[u].size() + pilot_[u].size() + sample_[u].size() - both);
     hs[h].sparse = true;
-    read += static_cast<uint64_t>(hs[h].keys_attended);
   }
   be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, sets_from(sample_, &log_w_), scale_, out_b_,
                      lse_b_);
   be_.merge_attention(out, lse, out_b_, lse_b_);
-  return read;
 }
 
 void sparse_attention::check_error(const tensor& q, const kv_view& kv, const batch_meta& m,

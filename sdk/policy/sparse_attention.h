@@ -12,8 +12,12 @@
 //               (out, lse) = merge((out, lse), weighted attention over b keys of R, w = |R| / b)
 // Layers below dense_layers and steps whose budget covers every page are dense.
 //
-// Selection runs on the host in this release: page scores and the pilot's figures are
-// downloaded, and key sets are uploaded through the step buffer.
+// Quest (per head or per group) runs on the backend with nothing downloaded: the step's page
+// plan goes into the step buffer with the rest of the batch's metadata, the summaries of the
+// newest page follow its append, and select_pages + attention_pages read the plan there, so a
+// sparse decode step is recorded and replayed like a dense one. vAttention and the oracle still
+// select on the host (page scores and the pilot's figures are downloaded, key sets uploaded
+// through the step buffer), as does any step with check_error.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +49,13 @@ class sparse_attention {
   sparse_attention(backend& be, step_buffer& step, const hparams& hp, const sparse_config& c,
                    int64_t capacity);
 
-  // A batch starts: a decode step's figures replace the last ones (a rewrite batch belongs to
-  // the step that triggered it and keeps them).
-  void begin(batch_kind kind);
+  // A batch starts (before the step buffer is flushed). A decode row's page plan for m.n_keys
+  // keys goes into the step buffer and its figures replace the last step's (a rewrite batch
+  // belongs to the step that triggered it and keeps them). Returns, for a decode row, a
+  // nonzero key when everything the step's sparse ops read is in the step buffer (so the step
+  // may be recorded and replayed; the key tells dense-budget steps apart), and 0 when host-side
+  // selection runs in it.
+  uint64_t begin(batch_kind kind, const batch_meta& m);
   // The batch wrote slots [m.first_slot, m.end_slot) of the layer: recompute their pages.
   void refresh(int32_t layer, const kv_view& kv, const batch_meta& m);
   // Recomputes every page of the layer's first n_keys slots (a resumed session).
@@ -55,12 +63,14 @@ class sparse_attention {
 
   // q [1][n_heads][head_dim] rotated; kv the layer's cache with keys after RoPE, slots
   // [0, m.n_keys) valid (the new token's included). Writes out [1][n_heads][head_dim] and
-  // lse [1][n_heads]; appends one head_stat per query head. Returns the keys read, summed over
-  // heads.
-  uint64_t attend(int32_t layer, const tensor& q, const kv_view& kv, const batch_meta& m,
-                  const tensor& out, const tensor& lse);
+  // lse [1][n_heads].
+  void attend(int32_t layer, const tensor& q, const kv_view& kv, const batch_meta& m,
+              const tensor& out, const tensor& lse);
 
+  // The last decode step's figures: one head_stat per (layer, query head), layer-major.
   const std::vector<head_stat>& head_stats() const { return stats_; }
+  // Keys read by the last decode step, summed over layers and query heads.
+  uint64_t keys_read() const;
 
  private:
   // pages_[h]: the pages query head h attends by Quest's ranking (per head or per group).
@@ -69,8 +79,10 @@ class sparse_attention {
   void quest_sets(const tensor& q, const tensor& summaries, const page_plan& plan, int64_t n_keys);
   // Deterministic sets by exact scores (vAttention's oracle top-k): forced pages + top tokens.
   void oracle_sets(const tensor& q, const kv_view& kv, const page_plan& plan, int64_t n_keys);
-  uint64_t vattention_step(int32_t layer, const tensor& q, const kv_view& kv, int64_t n_keys,
-                           const tensor& out, const tensor& lse, head_stat* stats);
+  void vattention_step(int32_t layer, const tensor& q, const kv_view& kv, int64_t n_keys,
+                       const tensor& out, const tensor& lse, head_stat* stats);
+  // Quest selects on the backend (not vAttention or the oracle, which select on the host).
+  bool selects_on_backend() const { return c_.method == sparse_method::quest; }
   void dense(const tensor& q, const kv_view& kv, const batch_meta& m, const tensor& out,
              const tensor& lse);
   void check_error(const tensor& q, const kv_view& kv, const batch_meta& m, const tensor& out,
@@ -89,6 +101,13 @@ class sparse_attention {
   std::vector<head_stat> stats_;
   std::vector<buffer_ptr> buffers_;
   tensor page_scores_;          // [n_rankers][pages_capacity]
+  tensor selected_;             // i32 [n_rankers][pages_capacity]: the selected pages
+  // The decode row of this batch: its plan, and the plan's step-buffer copy
+  // {n_keys, n_pages, n_selected, take} with the launch bounds for its attention bucket.
+  batch_kind kind_ = batch_kind::prefill;
+  page_plan plan_;
+  tensor plan_t_;
+  int64_t pages_bound_ = 0, select_bound_ = 0;
   tensor probe_scores_, probe_vnorm2_;  // [n_heads][capacity]
   tensor out_b_, lse_b_;        // a second partial: [n_heads][head_dim], [n_heads]
   tensor dense_out_, dense_lse_;

@@ -240,24 +240,36 @@ TEST_P(on_device, golden_logits_of_the_shipped_model_with_an_f32_cache) {
 }
 
 TEST_P(on_device, recorded_steps_replay_and_equal_eager_steps) {
+  // Dense decoding, and Quest per head and per group (ReSA's selection), whose scores, top
+  // pages and attention run on the device from the step buffer's page plan.
   const auto m = shipped("sa-default-q8_0.gguf");
   const std::vector<int32_t> prompt = prompt_tokens(*m, 300);
   // The switch that makes a backend run every step eagerly (a diagnostic).
   const char* eager_switch = GetParam() == backend_kind::cuda ? "SA_CUDA_GRAPHS" : "SA_VULKAN_RECORDING";
-  sa::session recorded(m, config(GetParam()));
-  setenv(eager_switch, "0", 1);
-  sa::session eager(m, config(GetParam()));
-  unsetenv(eager_switch);
-  const run_record a = greedy(recorded, prompt, 48), b = greedy(eager, prompt, 48);
-  EXPECT_EQ(a.tokens, b.tokens);
-  for (size_t i = 0; i < a.logits.size(); ++i) ASSERT_EQ(a.logits[i], b.logits[i]) << "step " << i;
-  const sa::backend::step_counts counts = recorded.get_backend().steps();
-  std::printf("decode steps: %llu eager, %llu recorded, %llu replayed\n",
-              static_cast<unsigned long long>(counts.eager),
-              static_cast<unsigned long long>(counts.recorded),
-              static_cast<unsigned long long>(counts.replayed));
-  EXPECT_GE(counts.replayed, 40u);
-  EXPECT_EQ(eager.get_backend().steps().replayed, 0u);
+  for (const char* method : {"dense", "quest", "quest per group"}) {
+    sa::session_config c = config(GetParam());
+    if (std::string(method) != "dense") {
+      c.sparse.method = sa::sparse_method::quest;
+      c.sparse.budget_ratio = 0.125f;
+      c.sparse.dense_layers = 1;
+      if (std::string(method) == "quest per group") c.sparse.granularity = sa::select_granularity::per_group;
+    }
+    sa::session recorded(m, c);
+    setenv(eager_switch, "0", 1);
+    sa::session eager(m, c);
+    unsetenv(eager_switch);
+    const run_record a = greedy(recorded, prompt, 48), b = greedy(eager, prompt, 48);
+    EXPECT_EQ(a.tokens, b.tokens) << method;
+    for (size_t i = 0; i < a.logits.size(); ++i) ASSERT_EQ(a.logits[i], b.logits[i]) << method << ", step " << i;
+    const sa::backend::step_counts counts = recorded.get_backend().steps();
+    std::printf("%s decode steps: %llu eager, %llu recorded, %llu replayed\n", method,
+                static_cast<unsigned long long>(counts.eager),
+                static_cast<unsigned long long>(counts.recorded),
+                static_cast<unsigned long long>(counts.replayed));
+    EXPECT_GE(counts.replayed, 40u) << method;
+    EXPECT_EQ(eager.get_backend().steps().replayed, 0u) << method;
+    EXPECT_EQ(recorded.stats().sparse_keys_attended, eager.stats().sparse_keys_attended) << method;
+  }
 }
 
 TEST_P(on_device, sessions_on_one_device_share_one_copy_of_the_weights) {

@@ -191,8 +191,8 @@ struct synthetic_head {
     meta.clear();
     const int32_t len = static_cast<int32_t>(n_keys);
     m.kv_len = meta.put(std::span<const int32_t>(&len, 1));
+    sa_.begin(sa::batch_kind::decode, m);
     meta.flush();
-    sa_.begin(sa::batch_kind::decode);
     sa_.attend(0, q, kv(), m, out, lse);
     return sa_.head_stats();
   }
