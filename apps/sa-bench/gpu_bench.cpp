@@ -1,4 +1,5 @@
 #include "gpu_bench.h"
+#include "gpu_bench_util.h"
 #include "random_model.h"
 
 #ifdef SA_WITH_CUDA
@@ -28,31 +29,8 @@
 
 namespace {
 
+using namespace gpu_util;
 using clock_type = std::chrono::steady_clock;
-
-struct json_out {
-  FILE* f = nullptr;
-  explicit json_out(const std::string& path) {
-    if (!path.empty()) f = std::fopen(path.c_str(), "a");
-  }
-  ~json_out() {
-    if (f) std::fclose(f);
-  }
-  void line(const std::string& s) {
-    if (f) std::fprintf(f, "%s\n", s.c_str());
-  }
-};
-
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
-
 
 // The weight type named `name` (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k).
 sa::dtype weight_type(const std::string& name) {
@@ -75,60 +53,6 @@ sa::tensor device_weight(sa::backend& be, std::vector<sa::buffer_ptr>& owned, sa
   return t;
 }
 
-// A fresh key for each measurement: a recording holds the buffers it was made with, so a key
-// must never come back for other buffers.
-uint64_t next_key() {
-  static uint64_t k = 0xBE00000000ull;
-  return ++k;
-}
-
-// Times `calls` calls recorded as one step and replayed; returns seconds per call (median of
-// reps replays). CUDA steps are timed by events on the stream; others by the host clock around
-// a replay and its wait (a few microseconds of submission included).
-double time_recorded(sa::backend& be, uint64_t key, int calls, const std::function<void(int)>& call,
-                     int reps = 7) {
-  auto step = [&] {
-    for (int i = 0; i < calls; ++i) call(i);
-  };
-  be.run_step(key, step);  // eager
-  be.run_step(key, step);  // recorded
-  be.synchronize();
-  std::vector<double> t;
-#ifdef SA_WITH_CUDA
-  if (auto* cu = dynamic_cast<sa::cuda::cuda_backend*>(&be)) {
-    cudaEvent_t a, b;
-    sa::cuda::check(cudaEventCreate(&a), "cudaEventCreate");
-    sa::cuda::check(cudaEventCreate(&b), "cudaEventCreate");
-    for (int r = 0; r < reps; ++r) {
-      sa::cuda::check(cudaEventRecord(a, cu->stream()), "cudaEventRecord");
-      be.run_step(key, step);
-      sa::cuda::check(cudaEventRecord(b, cu->stream()), "cudaEventRecord");
-      be.synchronize();
-      float ms = 0;
-      sa::cuda::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-      t.push_back(ms * 1e-3 / calls);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-#endif
-  if (t.empty()) {
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = clock_type::now();
-      be.run_step(key, step);
-      be.synchronize();
-      t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / calls);
-    }
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// The backend a measurement runs on (--backend cuda or vulkan).
-std::unique_ptr<sa::backend> bench_backend(const gpu_bench_options& o) {
-  return sa::make_backend(o.backend, o.device, 0);
-}
-
 // The streaming-read bandwidth of the GPU in TB/s, measured by a CUDA kernel (so on NVIDIA GPUs
 // only; elsewhere NaN, and figures are printed without their fraction of it).
 double bandwidth(const gpu_bench_options& o, json_out& js) {
@@ -147,6 +71,7 @@ double bandwidth(const gpu_bench_options& o, json_out& js) {
   std::printf("measured bandwidth: n/a (measured with CUDA, which this machine or build lacks)\n\n");
   return NAN;
 }
+
 
 void attention(const gpu_bench_options& o, double bw, json_out& js) {
   const std::unique_ptr<sa::backend> be_ptr = bench_backend(o);
@@ -262,23 +187,6 @@ void gemm(const gpu_bench_options& o, json_out& js) {
   std::printf("\n");
 }
 
-// Bytes one decode token must read: every matrix but the input embedding (a row of it), the
-// embedding when it is also the output, and the norms.
-double weight_bytes_per_token(const sa::model& m) {
-  double total = 0;
-  const sa::model_weights& w = m.weights();
-  auto add = [&](const sa::weight& x) {
-    if (x.info) total += static_cast<double>(sa::row_bytes(x.info->type, x.info->ne[0]) * x.info->ne[1] * x.info->ne[2] * x.info->ne[3]);
-  };
-  add(w.output);
-  add(w.output_norm);
-  for (const sa::layer_weights& L : w.layers)
-    for (const sa::weight* x : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
-                                &L.k_norm, &L.ffn_norm, &L.gate, &L.up, &L.down})
-      add(*x);
-  return total;
-}
-
 void decode(const gpu_bench_options& o, double bw, json_out& js) {
   const auto m = sa::model::load(o.model, true);
   const sa::hparams& hp = m->hp();
@@ -346,8 +254,9 @@ int gpu_bench(const std::string& what, const gpu_bench_options& o) {
     if (what == "gemv" || what == "all") gemv(o, bw, js);
     if (what == "gemm" || what == "all") gemm(o, js);
     if (what == "decode" || (what == "all" && !o.model.empty())) decode(o, bw, js);
+    if (what == "sparse") gpu_sparse(o, bw, js);
     if (what != "attention" && what != "gemv" && what != "gemm" && what != "decode" && what != "all" &&
-        what != "bandwidth") {
+        what != "bandwidth" && what != "sparse") {
       std::fprintf(stderr, "sa-bench gpu: unknown measurement '%s'\n", what.c_str());
       return 2;
     }

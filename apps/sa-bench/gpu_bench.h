@@ -8,7 +8,10 @@
 //   gemm        prefill products (--batch rows) on the same shapes, in TFLOP/s
 //   decode      end to end on a model file: decode tokens/s at context depths, against the
 //               bytes floor (weights + KV read once per token / bandwidth), and prefill tokens/s
-//   all         all of the above (decode when --model is given)
+//   sparse      Quest per layer (scores, top pages, attention against the bytes floor) at
+//               --keys lengths (default 32K, 128K), and with --model the sparse methods end to
+//               end at --depths (default 32K, 128K) beside dense decoding (gpu_sparse.cpp)
+//   all         all of the above but sparse (decode when --model is given)
 // Memory-bound kernels are timed over buffers rotated past the L2 cache, replayed as one
 // recorded step per measurement (medians over repetitions).
 #pragma once
@@ -28,6 +31,7 @@ struct gpu_bench_options {
   int steps = 64;
   int batch = 2048;                             // prefill chunk
   std::string json;                             // append JSON lines here
+  std::vector<std::string> methods = {"dense", "quest", "resa", "vattention", "cascade"};  // sparse
 };
 
 int gpu_bench(const std::string& what, const gpu_bench_options& o);

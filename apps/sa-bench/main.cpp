@@ -218,13 +218,14 @@ int main(int argc, char** argv) {
     ("reps", "cache-update and store modes: repetitions", cxxopts::value<int>()->default_value("3"))
     ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
     ("steps", "sparse and gpu decode modes: decode steps", cxxopts::value<int>()->default_value("64"))
-    ("what", "gpu mode: bandwidth, attention, gemv, decode or all", cxxopts::value<std::string>()->default_value("all"))
+    ("what", "gpu mode: bandwidth, attention, gemv, gemm, decode, sparse or all", cxxopts::value<std::string>()->default_value("all"))
     ("backend", "gpu mode: cuda or vulkan", cxxopts::value<std::string>()->default_value("cuda"))
     ("device", "gpu mode: device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("keys", "gpu attention: context lengths", cxxopts::value<std::vector<int>>()->default_value("4096,8192,16384,32768,65536,131072"))
     ("types", "gpu gemv: weight types", cxxopts::value<std::vector<std::string>>()->default_value("f16,bf16,q8_0,q4_0,q4_k,q6_k"))
     ("depths", "gpu decode: context depths", cxxopts::value<std::vector<int>>()->default_value("0,8192,32768,131072"))
     ("batch", "gpu decode: prefill chunk", cxxopts::value<int>()->default_value("2048"))
+    ("methods", "gpu sparse: dense,quest,resa,vattention,cascade", cxxopts::value<std::vector<std::string>>()->default_value("dense,quest,resa,vattention,cascade"))
     ("json", "gpu mode: append JSON lines to this file", cxxopts::value<std::string>()->default_value(""))
     ("type", "random-model: weight type", cxxopts::value<std::string>()->default_value("f16"))
     ("out", "random-model: output file", cxxopts::value<std::string>()->default_value("random-8b.gguf"))
@@ -287,7 +288,13 @@ int main(int argc, char** argv) {
     o.steps = args["steps"].as<int>();
     o.batch = args["batch"].as<int>();
     o.json = args["json"].as<std::string>();
-    return gpu_bench(args["what"].as<std::string>(), o);
+    o.methods = args["methods"].as<std::vector<std::string>>();
+    const std::string what = args["what"].as<std::string>();
+    if (what == "sparse") {  // long contexts unless asked otherwise
+      if (!args.count("keys")) o.lengths = {32768, 131072};
+      if (!args.count("depths")) o.depths = {32768, 131072};
+    }
+    return gpu_bench(what, o);
 #else
     std::fprintf(stderr, "sa-bench: this build has no GPU backend (CUDA or Vulkan)\n");
     return 2;

@@ -1,0 +1,104 @@
+#include "gpu_bench_util.h"
+
+#ifdef SA_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+
+#ifdef SA_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+#include "model/model.h"
+#include "quant/quants.h"
+
+namespace gpu_util {
+
+using clock_type = std::chrono::steady_clock;
+
+json_out::json_out(const std::string& path) {
+  if (!path.empty()) f = std::fopen(path.c_str(), "a");
+}
+json_out::~json_out() {
+  if (f) std::fclose(f);
+}
+void json_out::line(const std::string& s) {
+  if (f) std::fprintf(f, "%s\n", s.c_str());
+}
+
+std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+uint64_t next_key() {
+  static uint64_t k = 0xBE00000000ull;
+  return ++k;
+}
+
+double time_recorded(sa::backend& be, uint64_t key, int calls, const std::function<void(int)>& call,
+                     int reps) {
+  auto step = [&] {
+    for (int i = 0; i < calls; ++i) call(i);
+  };
+  be.run_step(key, step);  // eager
+  be.run_step(key, step);  // recorded
+  be.synchronize();
+  std::vector<double> t;
+#ifdef SA_WITH_CUDA
+  if (auto* cu = dynamic_cast<sa::cuda::cuda_backend*>(&be)) {
+    cudaEvent_t a, b;
+    sa::cuda::check(cudaEventCreate(&a), "cudaEventCreate");
+    sa::cuda::check(cudaEventCreate(&b), "cudaEventCreate");
+    for (int r = 0; r < reps; ++r) {
+      sa::cuda::check(cudaEventRecord(a, cu->stream()), "cudaEventRecord");
+      be.run_step(key, step);
+      sa::cuda::check(cudaEventRecord(b, cu->stream()), "cudaEventRecord");
+      be.synchronize();
+      float ms = 0;
+      sa::cuda::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+      t.push_back(ms * 1e-3 / calls);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+#endif
+  if (t.empty()) {
+    for (int r = 0; r < reps; ++r) {
+      const auto t0 = clock_type::now();
+      be.run_step(key, step);
+      be.synchronize();
+      t.push_back(std::chrono::duration<double>(clock_type::now() - t0).count() / calls);
+    }
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::unique_ptr<sa::backend> bench_backend(const gpu_bench_options& o) {
+  return sa::make_backend(o.backend, o.device, 0);
+}
+
+double weight_bytes_per_token(const sa::model& m) {
+  double total = 0;
+  const sa::model_weights& w = m.weights();
+  auto add = [&](const sa::weight& x) {
+    if (x.info) total += static_cast<double>(sa::row_bytes(x.info->type, x.info->ne[0]) * x.info->ne[1] * x.info->ne[2] * x.info->ne[3]);
+  };
+  add(w.output);
+  add(w.output_norm);
+  for (const sa::layer_weights& L : w.layers)
+    for (const sa::weight* x : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
+                                &L.k_norm, &L.ffn_norm, &L.gate, &L.up, &L.down})
+      add(*x);
+  return total;
+}
+
+}  // namespace gpu_util

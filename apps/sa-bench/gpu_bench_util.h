@@ -1,0 +1,53 @@
+// What the GPU measurements of sa-bench share: JSON lines, formatting, timing a recorded step,
+// the backend to measure, and the weight bytes a decode token reads.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "gpu_bench.h"
+
+namespace sa {
+class model;
+}
+
+namespace gpu_util {
+
+// Appends JSON lines to a file (nothing when the path is empty).
+struct json_out {
+  FILE* f = nullptr;
+  explicit json_out(const std::string& path);
+  ~json_out();
+  json_out(const json_out&) = delete;
+  json_out& operator=(const json_out&) = delete;
+  void line(const std::string& s);
+};
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+
+// A fresh key for each measurement: a recording holds the buffers it was made with, so a key
+// must never come back for other buffers.
+uint64_t next_key();
+
+// Times `calls` calls recorded as one step and replayed; returns seconds per call (median of
+// reps replays). CUDA steps are timed by events on the stream; others by the host clock around
+// a replay and its wait (a few microseconds of submission included).
+double time_recorded(sa::backend& be, uint64_t key, int calls, const std::function<void(int)>& call,
+                     int reps = 7);
+
+// The backend a measurement runs on (--backend cuda or vulkan).
+std::unique_ptr<sa::backend> bench_backend(const gpu_bench_options& o);
+
+// Bytes one decode token must read: every matrix but the input embedding (a row of it), the
+// embedding when it is also the output, and the norms.
+double weight_bytes_per_token(const sa::model& m);
+
+}  // namespace gpu_util
+
+// sa-bench gpu sparse (gpu_sparse.cpp): Quest per layer, and sparse decoding end to end on
+// o.model when given; bw is the measured bandwidth in TB/s.
+void gpu_sparse(const gpu_bench_options& o, double bw, gpu_util::json_out& js);
