@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace sa {
 
@@ -26,26 +25,6 @@ page_plan plan_pages(const sparse_config& c, int64_t n_keys) {
 
 bool page_is_forced(const sparse_config& c, int64_t p, int64_t n_pages) {
   return p < c.sink_pages || p >= n_pages - c.local_pages;
-}
-
-void select_pages(const sparse_config& c, const page_plan& plan, std::span<const float> scores,
-                  int32_t n_rankers, std::vector<std::vector<int32_t>>& out) {
-  const int64_t m = plan.n_pages;
-  out.resize(static_cast<size_t>(n_rankers));
-  std::vector<int32_t> others;
-  for (int32_t r = 0; r < n_rankers; ++r) {
-    std::vector<int32_t>& sel = out[static_cast<size_t>(r)];
-    sel.clear();
-    others.clear();
-    for (int32_t p = 0; p < m; ++p) (page_is_forced(c, p, m) ? sel : others).push_back(p);
-    const int64_t room = std::max<int64_t>(0, plan.budget_pages - static_cast<int64_t>(sel.size()));
-    const size_t take = static_cast<size_t>(std::min<int64_t>(room, static_cast<int64_t>(others.size())));
-    const float* s = scores.data() + static_cast<size_t>(r) * static_cast<size_t>(m);
-    std::partial_sort(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(take), others.end(),
-                      [s](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
-    sel.insert(sel.end(), others.begin(), others.begin() + static_cast<std::ptrdiff_t>(take));
-    std::sort(sel.begin(), sel.end());
-  }
 }
 
 void append_page_slots(std::span<const int32_t> pages, int32_t page_size, int64_t n_keys,

@@ -39,12 +39,6 @@ page_plan plan_pages(const sparse_config& c, int64_t n_keys);
 // Whether page p (of n_pages) is a sink or local page.
 bool page_is_forced(const sparse_config& c, int64_t p, int64_t n_pages);
 
-// Selects, for each of n_rankers rankers, the forced pages plus the top-scoring others up to
-// plan.budget_pages, ranked by score (ties: lower page first). scores [n_rankers][n_pages].
-// out[r] = the ranker's pages in ascending order.
-void select_pages(const sparse_config& c, const page_plan& plan, std::span<const float> scores,
-                  int32_t n_rankers, std::vector<std::vector<int32_t>>& out);
-
 // Appends the slots of pages (ascending) to slots, the last page cut at n_keys.
 void append_page_slots(std::span<const int32_t> pages, int32_t page_size, int64_t n_keys,
                        std::vector<int32_t>& slots);

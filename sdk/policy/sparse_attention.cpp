@@ -93,7 +93,6 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
       }
       stats_.push_back(s);
     }
-  if (!selects_on_backend()) return 0;
   const int32_t plan[4] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan_.n_pages),
                            static_cast<int32_t>(plan_.n_selected), static_cast<int32_t>(plan_.take)};
   plan_t_ = step_.put(std::span<const int32_t>(plan, 4));
@@ -101,7 +100,7 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
   const page_plan most = plan_pages(c_, std::min(m.kv_bound, summaries_.pages_capacity() * c_.page_size));
   pages_bound_ = std::max(most.n_pages, plan_.n_pages);
   select_bound_ = std::max(most.n_selected, plan_.n_selected);
-  if (c_.check_error) return 0;
+  if (!selects_on_backend() || c_.check_error) return 0;
   return plan_.dense ? 1 : 2;
 }
 
@@ -134,28 +133,28 @@ void sparse_attention::dense(const tensor& q, const kv_view& kv, const batch_met
                 out, lse, nullptr);
 }
 
-void sparse_attention::quest_pages(const tensor& q, const tensor& summaries,
-                                   const page_plan& plan) {
-  const bool group = c_.granularity == select_granularity::per_group;
-  const int32_t rankers = group ? hp_.n_kv_heads : hp_.n_heads;
-  be_.page_scores(q, summaries, summaries_.pages_capacity(), hp_.n_heads, hp_.n_kv_heads,
-                  hp_.head_dim, plan.n_pages, group, page_scores_);
-  download(page_scores_, host_a_, static_cast<size_t>(rankers * plan.n_pages));
-  select_pages(c_, plan, host_a_, rankers, ranked_);
-  pages_.resize(static_cast<size_t>(hp_.n_heads));
-  const int32_t per_group = hp_.n_heads / hp_.n_kv_heads;
-  for (int32_t h = 0; h < hp_.n_heads; ++h)
-    pages_[static_cast<size_t>(h)] = ranked_[static_cast<size_t>(group ? h / per_group : h)];
+void sparse_attention::select(int32_t layer, const tensor& q) {
+  be_.select_pages(q, summaries_.layer(layer), summaries_.pages_capacity(), hp_.n_heads,
+                   hp_.n_kv_heads, hp_.head_dim, c_.granularity == select_granularity::per_group,
+                   c_.sink_pages, c_.local_pages, plan_t_, pages_bound_, page_scores_, selected_,
+                   select_bound_);
 }
 
-void sparse_attention::quest_sets(const tensor& q, const tensor& summaries,
-                                  const page_plan& plan, int64_t n_keys) {
-  quest_pages(q, summaries, plan);
+void sparse_attention::quest_sets(int32_t layer, const tensor& q, int64_t n_keys) {
+  // Quest's pages as the backend selects them, downloaded: the slots of each head's pages.
+  select(layer, q);
+  const bool group = c_.granularity == select_granularity::per_group;
+  const int32_t rankers = group ? hp_.n_kv_heads : hp_.n_heads;
+  host_pages_.resize(static_cast<size_t>(rankers * select_bound_));
+  be_.download(*selected_.buf, selected_.offset, host_pages_.data(), host_pages_.size() * sizeof(int32_t));
+  const int32_t per_group = hp_.n_heads / hp_.n_kv_heads;
   fixed_.resize(static_cast<size_t>(hp_.n_heads));
   for (int32_t h = 0; h < hp_.n_heads; ++h) {
+    const size_t r = static_cast<size_t>(group ? h / per_group : h);
     fixed_[static_cast<size_t>(h)].clear();
-    append_page_slots(pages_[static_cast<size_t>(h)], c_.page_size, n_keys,
-                      fixed_[static_cast<size_t>(h)]);
+    append_page_slots(std::span<const int32_t>(host_pages_).subspan(r * static_cast<size_t>(select_bound_),
+                                                                    static_cast<size_t>(plan_.n_selected)),
+                      c_.page_size, n_keys, fixed_[static_cast<size_t>(h)]);
   }
 }
 
@@ -203,9 +202,7 @@ void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
   const bool group = c_.granularity == select_granularity::per_group;
   if (selects_on_backend()) {
     // Quest: scores, top pages and attention over them, all on the backend.
-    be_.select_pages(q, summaries_.layer(layer), summaries_.pages_capacity(), hp_.n_heads,
-                     hp_.n_kv_heads, hp_.head_dim, group, c_.sink_pages, c_.local_pages, plan_t_,
-                     pages_bound_, page_scores_, selected_, select_bound_);
+    select(layer, q);
     be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group,
                         selected_, select_bound_, plan_t_, scale_, out, lse);
   } else {
@@ -214,7 +211,7 @@ void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
         (c_.method == sparse_method::vattention && c_.topk == topk_source::oracle))
       oracle_sets(q, kv, plan_, n_keys);
     else
-      quest_sets(q, summaries_.layer(layer), plan_, n_keys);
+      quest_sets(layer, q, n_keys);
     if (c_.method == sparse_method::vattention) {
       vattention_step(layer, q, kv, n_keys, out, lse, hs);
     } else {

@@ -73,10 +73,11 @@ class sparse_attention {
   uint64_t keys_read() const;
 
  private:
-  // pages_[h]: the pages query head h attends by Quest's ranking (per head or per group).
-  void quest_pages(const tensor& q, const tensor& summaries, const page_plan& plan);
-  // fixed_[h]: the slots of those pages.
-  void quest_sets(const tensor& q, const tensor& summaries, const page_plan& plan, int64_t n_keys);
+  // Quest's selection for this step's plan into selected_ (on the backend).
+  void select(int32_t layer, const tensor& q);
+  // fixed_[h]: the slots of the pages query head h attends by Quest's ranking (per head or
+  // per group), downloaded for host-side selection (vAttention's deterministic part).
+  void quest_sets(int32_t layer, const tensor& q, int64_t n_keys);
   // Deterministic sets by exact scores (vAttention's oracle top-k): forced pages + top tokens.
   void oracle_sets(const tensor& q, const kv_view& kv, const page_plan& plan, int64_t n_keys);
   void vattention_step(int32_t layer, const tensor& q, const kv_view& kv, int64_t n_keys,
@@ -114,8 +115,8 @@ class sparse_attention {
   // sets_from's arrays on the backend (valid until the next call)
   tensor offsets_t_, slots_t_, log_w_t_;
   // host scratch
-  std::vector<std::vector<int32_t>> pages_, ranked_, fixed_, residual_, pilot_, sample_;
-  std::vector<int32_t> offsets_, slots_;
+  std::vector<std::vector<int32_t>> fixed_, residual_, pilot_, sample_;
+  std::vector<int32_t> offsets_, slots_, host_pages_;
   std::vector<float> log_w_, host_a_, host_b_, host_c_, host_d_, host_e_, host_f_;
 };
 
