@@ -98,12 +98,18 @@ session_store::session_store(const std::string& path, open_mode mode) {
 
 void session_store::check_and_migrate(bool may_write) {
   sqlite_db& db = *db_;
-  // Reading the header is where a file that is not SQLite fails (SQLITE_NOTADB).
-  const auto app = static_cast<uint32_t>(db.query_int("PRAGMA application_id", "reading the application id"));
-  int64_t version = db.query_int("PRAGMA user_version", "reading the schema version");
+  // Reading the header is where a file that is not SQLite fails (SQLITE_NOTADB). The three
+  // figures come from one snapshot: another connection may be creating the store right now.
+  uint32_t app = 0;
+  int64_t version = 0, tables = 0;
+  {
+    transaction snapshot(db, transaction::kind::read);
+    app = static_cast<uint32_t>(db.query_int("PRAGMA application_id", "reading the application id"));
+    version = db.query_int("PRAGMA user_version", "reading the schema version");
+    tables = db.query_int("SELECT count(*) FROM sqlite_master", "reading the schema");
+    snapshot.commit();
+  }
   if (app == 0 && version == 0) {
-    const int64_t tables =
-        db.query_int("SELECT count(*) FROM sqlite_master", "reading the schema");
     if (tables > 0)
       fail(SA_ERR_STORE,
            "store '%s' is an SQLite database of another application (application_id 0, %lld "
@@ -136,11 +142,7 @@ void session_store::check_and_migrate(bool may_write) {
            static_cast<long long>(k_schema_version));
     return;
   }
-  {
-    statement wal(db, "PRAGMA journal_mode = WAL", "switching to WAL");
-    if (!wal.step() || wal.column_text(0) != "wal")
-      fail(SA_ERR_STORE, "store '%s': the journal cannot be switched to WAL", db.path().c_str());
-  }
+  db.use_wal();
   // The WAL file shrinks back to 32 MiB after a checkpoint instead of keeping the size of the
   // largest save.
   db.exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; "

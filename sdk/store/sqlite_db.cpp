@@ -3,6 +3,8 @@
 #include <sqlite3.h>
 
 #include <cctype>
+#include <chrono>
+#include <thread>
 
 #include "core/error.h"
 
@@ -84,6 +86,26 @@ void sqlite_db::fail_with(int rc, const char* what) const {
 void sqlite_db::exec(const char* sql, const char* what) {
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) fail_with(rc, what);
+}
+
+void sqlite_db::use_wal() {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(k_busy_timeout_ms);
+  for (int attempt = 0;; ++attempt) {
+    sqlite3_stmt* st = nullptr;
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode = WAL", -1, &st, nullptr);
+    if (rc != SQLITE_OK) fail_with(rc, "switching to WAL");
+    rc = sqlite3_step(st);
+    const unsigned char* mode = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : nullptr;
+    const bool wal = mode && std::string_view(reinterpret_cast<const char*>(mode)) == "wal";
+    sqlite3_finalize(st);
+    if (wal) return;
+    if (rc == SQLITE_ROW)
+      fail(SA_ERR_STORE, "store '%s': the journal cannot be switched to WAL", path_.c_str());
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= give_up)
+      fail_with(rc, "switching to WAL");
+    // Another connection holds the file (most often it is switching it to WAL itself).
+    std::this_thread::sleep_for(std::chrono::milliseconds(attempt < 10 ? 1 : 10));
+  }
 }
 
 int64_t sqlite_db::query_int(const char* sql, const char* what) {

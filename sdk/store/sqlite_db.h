@@ -31,6 +31,10 @@ class sqlite_db {
   void exec(const char* sql, const char* what);
   // Runs a statement returning one integer (e.g. a PRAGMA); throws if it returns no row.
   int64_t query_int(const char* sql, const char* what);
+  // Puts the file in WAL journal mode (a persistent property of the file). Switching needs the
+  // file to itself, and SQLite reports a concurrent opener as SQLITE_BUSY at once instead of
+  // calling the busy handler, so this retries within the busy timeout.
+  void use_wal();
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
   // False when opened read-only or when SQLite fell back to read-only (a read-only file).

@@ -797,6 +797,7 @@ TEST_F(store, two_threads_save_two_sessions_into_one_file) {
   std::vector<float> final_logits[2];
   std::vector<int32_t> final_tokens[2];
   sa_status failures[2] = {SA_OK, SA_OK};
+  std::string messages[2];
   auto work = [&](int i) {
     sa_session_params p = params(i == 0 ? "left" : "right", [i](sa_session_params& q) {
       q.memory = i == 0 ? SA_MEMORY_DENSE : SA_MEMORY_CASCADE;
@@ -814,6 +815,7 @@ TEST_F(store, two_threads_save_two_sessions_into_one_file) {
       sa_status st = sa_prefill(s, t.data() + k * 20, 20, nullptr, nullptr);
       if (st == SA_OK) st = sa_session_save(s);
       failures[i] = st;
+      if (st != SA_OK) messages[i] = sa_last_error();
     }
     final_logits[i] = logits_of(s);
     final_tokens[i] = tokens_of(s);
@@ -822,8 +824,8 @@ TEST_F(store, two_threads_save_two_sessions_into_one_file) {
   std::thread a(work, 0), b(work, 1);
   a.join();
   b.join();
-  ASSERT_EQ(failures[0], SA_OK);
-  ASSERT_EQ(failures[1], SA_OK);
+  ASSERT_EQ(failures[0], SA_OK) << messages[0];
+  ASSERT_EQ(failures[1], SA_OK) << messages[1];
   for (int i = 0; i < 2; ++i) {
     sa_session* r = nullptr;
     ASSERT_EQ(resume(i == 0 ? "left" : "right", &r), SA_OK) << sa_last_error();
