@@ -113,4 +113,18 @@ std::unique_ptr<backend> make_backend(backend_kind kind, int32_t device, int32_t
   fail(SA_ERR_UNSUPPORTED, "backend not compiled into this build");
 }
 
+void backend::attention_unseen_pages(const tensor&, const kv_view&, int32_t, int32_t, int32_t, int32_t,
+                                     bool, const tensor&, int64_t, const tensor&, const tensor&, int64_t,
+                                     const tensor&, float, const tensor&, const tensor&, const tensor&) {
+  fail(SA_ERR_UNSUPPORTED, "attention_unseen_pages (RetroAttention) is not implemented on the %s backend", name());
+}
+
+void backend::stamp_pages(const tensor&, int64_t, const tensor&, int32_t, bool, const tensor&, int64_t) {
+  fail(SA_ERR_UNSUPPORTED, "stamp_pages (RetroAttention) is not implemented on the %s backend", name());
+}
+
+void backend::copy(const tensor&, const tensor&) {
+  fail(SA_ERR_UNSUPPORTED, "copy is not implemented on the %s backend", name());
+}
+
 }  // namespace sa

@@ -334,6 +334,31 @@ class backend {
                                const tensor& plan, float scale, const tensor& out,
                                const tensor& lse) = 0;
 
+  // ---- RetroAttention: the window's past decode rows (policy/retro.h) ---------------------
+  // Ops a backend may lack: the defaults throw SA_ERR_UNSUPPORTED naming the op and backend.
+  //
+  // Supplements for past rows: row i < n of q [n][n_heads][head_dim] is the decode row at
+  // position rows[i] (i32 [n]; positions are slots of the full memory). Query head h of row i
+  // attends, among the n_selected pages of its ranker in pages (as attention_pages reads them,
+  // plan as there), those it has not seen — stamps[ranker][p] < rows[i], stamps i32
+  // [n_rankers][pages_capacity] — and in them only the keys at slots <= rows[i]. Writes
+  // out [n][n_heads][head_dim], lse [n][n_heads] (an item with no key: lse -inf, out zeros, the
+  // identity of merge_attention) and keys i32 [n][n_heads], the keys each item read.
+  virtual void attention_unseen_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                      int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                      bool group_mean, const tensor& pages, int64_t select_bound,
+                                      const tensor& plan, const tensor& stamps,
+                                      int64_t pages_capacity, const tensor& rows, float scale,
+                                      const tensor& out, const tensor& lse, const tensor& keys);
+  // stamps[r][p] = plan[0] - 1 (the decode row's position) for every ranker r < n_rankers and
+  // each of its n_selected pages in pages [n_rankers][select_bound], or, with every_page, for
+  // every page [0, plan[1]) (a step that read them all).
+  virtual void stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
+                           int32_t n_rankers, bool every_page, const tensor& stamps,
+                           int64_t pages_capacity);
+  // dst = src, byte for byte (tensors of equal size).
+  virtual void copy(const tensor& src, const tensor& dst);
+
   // dst[g][j] = rope(src[g][rows[j]], positions[j]) for every kv head g and j < n.
   //   src [n_kv_heads][src_capacity][head_dim]; dst [n_kv_heads][dst_capacity][head_dim], both
   //   of the cache type; rows, positions i32 [n].

@@ -384,6 +384,85 @@ void cpu_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n_
                       ptr<float>(out), ptr<float>(lse));
 }
 
+void cpu_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                         int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                         bool group_mean, const tensor& pages, int64_t select_bound,
+                                         const tensor& plan, const tensor& stamps, int64_t pages_capacity,
+                                         const tensor& rows, float scale, const tensor& out,
+                                         const tensor& lse, const tensor& keys) {
+  const plan_values pv = plan_of(plan, page_size, kv.capacity, "attention_unseen_pages");
+  const int32_t group = n_heads / n_kv_heads;
+  const int32_t rankers = group_mean ? n_kv_heads : n_heads;
+  const std::span<const int32_t> ids = ints(pages), stamp = ints(stamps), pos = ints(rows);
+  const int64_t n = static_cast<int64_t>(pos.size());
+  if (pv.n_selected > select_bound || static_cast<int64_t>(ids.size()) < rankers * select_bound ||
+      pv.n_pages > pages_capacity || static_cast<int64_t>(stamp.size()) < rankers * pages_capacity ||
+      keys.type != dtype::i32 || keys.elements() < n * n_heads)
+    fail(SA_ERR_INTERNAL, "attention_unseen_pages: %lld pages per ranker or %lld rows do not fit",
+         static_cast<long long>(pv.n_selected), static_cast<long long>(n));
+  // The unseen keys of each (row, head) item as key sets.
+  std::vector<int32_t> offsets(1, 0), slots;
+  int32_t* counts = ptr<int32_t>(keys);
+  for (int64_t i = 0; i < n; ++i) {
+    if (pos[static_cast<size_t>(i)] < 0 || pos[static_cast<size_t>(i)] >= pv.n_keys)
+      fail(SA_ERR_INTERNAL, "attention_unseen_pages: row position %d outside [0, %lld)",
+           pos[static_cast<size_t>(i)], static_cast<long long>(pv.n_keys));
+    const int32_t at = pos[static_cast<size_t>(i)];
+    for (int32_t h = 0; h < n_heads; ++h) {
+      const int64_t r = group_mean ? h / group : h;
+      const int32_t* p = ids.data() + r * select_bound;
+      const size_t before = slots.size();
+      for (int64_t j = 0; j < pv.n_selected; ++j) {
+        if (p[j] < 0 || p[j] >= pv.n_pages)
+          fail(SA_ERR_INTERNAL, "attention_unseen_pages: page %d outside [0, %lld)", p[j],
+               static_cast<long long>(pv.n_pages));
+        if (stamp[static_cast<size_t>(r * pages_capacity + p[j])] >= at) continue;  // seen
+        const int64_t end = std::min<int64_t>(int64_t{p[j] + 1} * page_size, int64_t{at} + 1);
+        for (int64_t sl = int64_t{p[j]} * page_size; sl < end; ++sl) slots.push_back(static_cast<int32_t>(sl));
+      }
+      counts[i * n_heads + h] = static_cast<int32_t>(slots.size() - before);
+      offsets.push_back(static_cast<int32_t>(slots.size()));
+    }
+  }
+  host_sets hs;
+  hs.offsets = offsets;
+  hs.slots = slots;
+  const int64_t rows_n = check_sets(q, n_heads, head_dim, kv, hs, "attention_unseen_pages");
+  attention_sets_rows(pool_, scratch_, ptr<float>(q), rows_n, n_heads, n_kv_heads, head_dim,
+                      rows_of(*kv.k, head_dim), rows_of(*kv.v, head_dim), kv.capacity, hs, scale,
+                      ptr<float>(out), ptr<float>(lse));
+}
+
+void cpu_backend::stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
+                              int32_t n_rankers, bool every_page, const tensor& stamps,
+                              int64_t pages_capacity) {
+  const plan_values pv = plan_of(plan, 0, std::numeric_limits<int32_t>::max(), "stamp_pages");
+  if (pv.n_pages > pages_capacity || stamps.type != dtype::i32 || stamps.elements() < n_rankers * pages_capacity ||
+      (!every_page && (pv.n_selected > select_bound || pages.elements() < n_rankers * select_bound)))
+    fail(SA_ERR_INTERNAL, "stamp_pages: %lld pages do not fit", static_cast<long long>(pv.n_pages));
+  int32_t* st = ptr<int32_t>(stamps);
+  const auto now = static_cast<int32_t>(pv.n_keys - 1);
+  for (int64_t r = 0; r < n_rankers; ++r) {
+    int32_t* row = st + r * pages_capacity;
+    if (every_page) {
+      std::fill(row, row + pv.n_pages, now);
+      continue;
+    }
+    const int32_t* p = ptr<int32_t>(pages) + r * select_bound;
+    for (int64_t j = 0; j < pv.n_selected; ++j) {
+      if (p[j] < 0 || p[j] >= pv.n_pages)
+        fail(SA_ERR_INTERNAL, "stamp_pages: page %d outside [0, %lld)", p[j], static_cast<long long>(pv.n_pages));
+      row[p[j]] = now;
+    }
+  }
+}
+
+void cpu_backend::copy(const tensor& src, const tensor& dst) {
+  if (src.n_bytes() != dst.n_bytes())
+    fail(SA_ERR_INTERNAL, "copy: %zu bytes into %zu", src.n_bytes(), dst.n_bytes());
+  std::memmove(ptr<uint8_t>(dst), ptr<uint8_t>(src), src.n_bytes());
+}
+
 void cpu_backend::gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
                               const tensor& positions, int64_t n, const rope_params& p,
                               const tensor& dst, int64_t dst_capacity) {
