@@ -1,4 +1,5 @@
-// sa-sparse: quality of query-aware sparse decoding (Quest, ReSA, vAttention, oracle top-k) on
+// sa-sparse: quality of query-aware sparse decoding (Quest, ReSA, RetroAttention, vAttention,
+// oracle top-k) on
 // a GGUF model, by default the shipped models/sa-default-q8_0.gguf. Uses only the C ABI (sa.h).
 //
 //   sa-sparse passkey       retrieval accuracy vs budget (Quest's protocol)
@@ -19,11 +20,12 @@
 //   "passkey"      per (method, budget, length, depth bin): budget_ratio (1 for dense), length,
 //                  tail, depth_bin, depth (bin centre, 0..1), trials, digit_accuracy,
 //                  exact_accuracy (0..1), density, decode_steps, sparse_steps
-//   "ppl"          per (method, suffix x): budget_ratio, rectify_every, length, suffix, docs,
+//   "ppl"          per (method, suffix x): budget_ratio, rectify_every, retro_window, length, suffix, docs,
 //                  last, ppl_last (over the last `last` predictions), ppl_suffix (over all x),
 //                  nll_last, nll_suffix (sums, nats), tokens_last, tokens_suffix, density,
 //                  decode_steps, sparse_steps
-//   "agreement"    per method: budget_ratio, rectify_every, prompts, prompt_tokens, generated,
+//   "agreement"    per method: budget_ratio, rectify_every, retro_window, retro_effective_budget
+//                  (RetroAttention's, 0 without it), prompts, prompt_tokens, generated,
 //                  match_rate, match_rate_first_half, match_rate_second_half (0..1), mean_kl,
 //                  mean_kl_first_half, mean_kl_second_half, max_kl (nats), density,
 //                  first_divergence ([per prompt], -1 = never; null without free runs)
@@ -59,9 +61,10 @@ const char* const k_commands[] = {"passkey", "ppl", "agreement", "calibration", 
 std::string help_text(const cxxopts::Options& opts) {
   return opts.help() +
          "\nMethods (--methods, comma-separated): dense, quest, quest-group, quest+resa[:F],\n"
-         "quest-group+resa[:F], vattention, vattention-oracle, oracle. quest-group ranks pages "
+         "quest-group+resa[:F], quest+retro[:W], quest-group+retro[:W], vattention, vattention-oracle, oracle. quest-group ranks pages "
          "once per\nKV head with the group's mean query (ReSA's group selection); +resa adds "
-         "ReSA's rectification\nevery F decode steps (default --rectify).\n"
+         "ReSA's rectification\nevery F decode steps (default --rectify); +retro[:W] adds "
+         "RetroAttention with window W (default 2).\n"
          "Fractions may be written 1/16 or 0.0625. See the top of main.cpp for the JSON "
          "schema.\n";
 }

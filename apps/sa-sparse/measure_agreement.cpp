@@ -10,11 +10,14 @@
 //              divergence is the index of its first generated token that differs from r
 //              (none when all G + 1 agree).
 // Errors compound: a sparse step writes K/V that every later step reads, which is what ReSA's
-// rectification (every F steps) repairs. A "dense" row is the harness's own check (match 100%,
+// rectification (every F steps) repairs and RetroAttention's corrections of the window's past
+// outputs soften (eff. b. = its effective KV budget, keys a finished query's output covers
+// over the keys its own step attended). A "dense" row is the harness's own check (match 100%,
 // KL 0). Pooled over prompts; halves = steps [0, G/2) and [G/2, G).
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <string>
 
 #include "heldout.h"
 #include "measures.h"
@@ -28,6 +31,7 @@ struct tally {
   double kl = 0, kl_half[2] = {0, 0}, kl_max = 0;
   std::vector<double> divergence;  // per prompt; -1 = none
   density_meter dm;
+  double effective_budget = 0;     // RetroAttention's, averaged over prompts; 0 without it
 };
 }  // namespace
 
@@ -99,6 +103,7 @@ void measure_agreement(run_context& ctx, const agreement_options& o) {
         ta.dm.add(s);
         if (++done % 16 == 0) prog.update(done, m.label + ", prompt " + std::to_string(p));
       }
+      ta.effective_budget += s.stats().retro_effective_budget / o.prompts;
       if (o.free_run) {
         s.reset();
         s.prefill(prompt);
@@ -127,9 +132,9 @@ void measure_agreement(run_context& ctx, const agreement_options& o) {
       "method's own greedy generation leaves dense's (- = never)\n",
       static_cast<long long>(G), o.prompts, static_cast<long long>(P),
       fraction_label(o.ratio).c_str(), ctx.knobs.dense_layers);
-  std::printf("\n%-22s %7s %7s %7s %10s %10s %10s %9s  %-16s %8s\n", "method", "match%", "1st h.",
+  std::printf("\n%-22s %7s %7s %7s %10s %10s %10s %9s  %-16s %8s %8s\n", "method", "match%", "1st h.",
               "2nd h.", "mean KL", "KL 1st h.", "KL 2nd h.", "max KL", "first divergence",
-              "density");
+              "density", "eff. b.");
   for (size_t mi = 0; mi < o.methods.size(); ++mi) {
     const method_spec& m = o.methods[mi];
     const tally& ta = tallies[mi];
@@ -143,12 +148,13 @@ void measure_agreement(run_context& ctx, const agreement_options& o) {
       return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
     };
     auto mean = [](double a, int64_t b) { return b ? a / static_cast<double>(b) : 0.0; };
-    std::printf("%-22s %7.2f %7.2f %7.2f %10.3e %10.3e %10.3e %9.3e  %-16s %8.4f\n",
+    std::printf("%-22s %7.2f %7.2f %7.2f %10.3e %10.3e %10.3e %9.3e  %-16s %8.4f %8s\n",
                 m.label.c_str(), rate(ta.matches, ta.steps),
                 rate(ta.half_matches[0], ta.half_steps[0]),
                 rate(ta.half_matches[1], ta.half_steps[1]), mean(ta.kl, ta.steps),
                 mean(ta.kl_half[0], ta.half_steps[0]), mean(ta.kl_half[1], ta.half_steps[1]),
-                ta.kl_max, div.c_str(), ta.dm.density());
+                ta.kl_max, div.c_str(), ta.dm.density(),
+                m.retro_window ? std::to_string(ta.effective_budget).substr(0, 5).c_str() : "-");
     json_record rec;
     rec.str("measure", "agreement")
         .str("method", m.label)
@@ -164,7 +170,9 @@ void measure_agreement(run_context& ctx, const agreement_options& o) {
         .num("mean_kl_first_half", mean(ta.kl_half[0], ta.half_steps[0]))
         .num("mean_kl_second_half", mean(ta.kl_half[1], ta.half_steps[1]))
         .num("max_kl", ta.kl_max)
-        .num("density", ta.dm.density());
+        .num("density", ta.dm.density())
+        .integer("retro_window", m.retro_window)
+        .num("retro_effective_budget", ta.effective_budget);
     if (o.free_run)
       rec.nums("first_divergence", ta.divergence);  // per prompt; -1 = never diverged
     else

@@ -126,6 +126,7 @@ void measure_ppl(run_context& ctx, const ppl_options& o) {
                        .str("method", m.label)
                        .num("budget_ratio", m.sparse ? o.ratio : 1.0)
                        .integer("rectify_every", m.rectify_every)
+                       .integer("retro_window", m.retro_window)
                        .integer("length", o.length)
                        .integer("suffix", x)
                        .integer("docs", static_cast<long long>(seqs.size()))

@@ -48,6 +48,11 @@ method_spec parse_method(const std::string& text, int32_t default_rectify) {
     m.sparse = SA_SPARSE_QUEST;
     m.granularity = SA_SELECT_PER_GROUP;
     m.rectify_every = f;
+  } else if (name == "quest+retro" || name == "quest-group+retro") {
+    m.sparse = SA_SPARSE_QUEST;
+    if (name == "quest-group+retro") m.granularity = SA_SELECT_PER_GROUP;
+    m.retro_window = has_f ? f : 2;
+    if (m.retro_window < 2) throw usage_error("method '" + text + "': the window after ':' must be >= 2");
   } else if (name == "vattention") {
     m.sparse = SA_SPARSE_VATTENTION;
   } else if (name == "vattention-oracle") {
@@ -58,11 +63,13 @@ method_spec parse_method(const std::string& text, int32_t default_rectify) {
   } else {
     throw usage_error("unknown method '" + text +
                       "' (dense, quest, quest-group, quest+resa[:F], quest-group+resa[:F], "
-                      "vattention, vattention-oracle, oracle)");
+                      "quest+retro[:W], quest-group+retro[:W], vattention, vattention-oracle, oracle)");
   }
-  if (has_f && m.rectify_every == 0)
-    throw usage_error("method '" + text + "': only the +resa methods take a period ':F'");
-  m.label = m.rectify_every > 0 ? name + ":" + std::to_string(m.rectify_every) : name;
+  if (has_f && m.rectify_every == 0 && m.retro_window == 0)
+    throw usage_error("method '" + text + "': only the +resa and +retro methods take ':N'");
+  m.label = m.rectify_every > 0 ? name + ":" + std::to_string(m.rectify_every)
+            : m.retro_window > 0 ? name + ":" + std::to_string(m.retro_window)
+                                 : name;
   return m;
 }
 
@@ -132,6 +139,10 @@ session::session(const model& m, const method_spec& method, const session_knobs&
   p.vatt_delta = k.vatt_delta;
   p.vatt_pilot_ratio = k.vatt_pilot_ratio;
   p.check_error = k.check_error;
+  if (method.retro_window > 0) {
+    p.correction = SA_CORRECTION_RETRO;
+    p.retro_window = method.retro_window;
+  }
   check(sa_session_create(m.get(), &p, &s_), nullptr, "creating a session for " + method.label);
 }
 

@@ -39,6 +39,8 @@ void check(sa_status status, const sa_session* session, const std::string& what)
 //   quest-group            Quest pages ranked once per KV head with the group's mean query
 //   quest+resa[:F]         quest + ReSA rectification every F decode steps
 //   quest-group+resa[:F]   quest-group + rectification: ReSA's full recipe
+//   quest+retro[:W]        quest + RetroAttention with window W (default 2; ":W" is the window)
+//   quest-group+retro[:W]  quest-group + RetroAttention
 //   vattention             vAttention, deterministic top-k = Quest's pages
 //   vattention-oracle      vAttention, deterministic top-k = exact top tokens
 //   oracle                 the budget's exact top tokens (reads every key: a quality bound)
@@ -48,6 +50,7 @@ struct method_spec {
   int32_t granularity = SA_SELECT_PER_HEAD;  // SA_SELECT_*
   int32_t rectify_every = 0;                 // 0 = never
   int32_t vatt_topk = SA_TOPK_QUEST;         // SA_TOPK_*
+  int32_t retro_window = 0;                  // RetroAttention's window; 0 = none
 };
 
 // Throws usage_error for an unknown name.

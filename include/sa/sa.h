@@ -317,6 +317,18 @@ typedef struct sa_session sa_session;
 #define SA_TOPK_QUEST  0 /* budget's pages by Quest's bound */
 #define SA_TOPK_ORACLE 1 /* budget's tokens by their exact scores (reads every key: a baseline) */
 
+/* Corrections of past decode outputs (sa_session_params.correction), on top of SA_SPARSE_QUEST. */
+#define SA_CORRECTION_NONE  0
+/* RetroAttention: each decode step also runs the previous retro_window - 1 decode tokens again;
+** the pages Quest loads for the new token supplement each past token's attention output with
+** the keys (at positions <= its own) of pages it has not seen, merged exactly by log-sum-exp,
+** and the corrected outputs flow on through the layer, replacing those tokens' K/V in the
+** next layers. A token's output ends as attention over the union of the pages its window's
+** queries loaded. Per head or per group selection (with ReSA's rectification too: a
+** rectification or a prefill restarts the window); not with vAttention or the oracle
+** (SA_ERR_UNSUPPORTED). CPU backend only in this version (SA_ERR_UNSUPPORTED elsewhere). */
+#define SA_CORRECTION_RETRO 1
+
 /* How the cascade reduces a GQA group's attention to one score per KV head. */
 #define SA_CASCADE_REDUCE_MAX    0
 #define SA_CASCADE_REDUCE_MEAN   1
@@ -378,6 +390,10 @@ typedef struct sa_session_params {
                              default 0. With SA_BACKEND_AUTO it must be 0 */
   int32_t kv_type;        /* SA_KV_*; default SA_KV_DEFAULT. Resumed sessions keep the type
                              they were saved with */
+  int32_t correction;     /* SA_CORRECTION_*; default SA_CORRECTION_NONE. RETRO needs
+                             sparse = SA_SPARSE_QUEST */
+  int32_t retro_window;   /* RetroAttention's window w in [2, 32] and <= n_batch: the new token
+                             and w - 1 past ones per step; default 2 */
 } sa_session_params;
 
 /* sa_session_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
@@ -487,6 +503,11 @@ typedef struct sa_stats {
   int32_t backend;                  /* SA_BACKEND_CPU, _CUDA or _VULKAN: where it runs */
   int32_t device;                   /* the device index within that kind */
   int32_t kv_type;                  /* SA_KV_F32, SA_KV_F16 or SA_KV_BF16 */
+  double retro_effective_budget;    /* RetroAttention: the mean, over decode tokens that have left
+                                       the window and the sparse (layer, query head) pairs, of the
+                                       keys their output covers (their own and every key added
+                                       later) over the keys they attended themselves; 0 without
+                                       it or before any token left the window */
 } sa_stats;
 
 /* sa_session_stats — counters of the session. out->struct_size must be set; fields up to it

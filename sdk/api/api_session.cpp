@@ -61,6 +61,18 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
   c.pilot_ratio = p.vatt_pilot_ratio;
   c.check_error = p.check_error != 0;
   c.seed = p.seed;
+  switch (p.correction) {
+    case SA_CORRECTION_NONE: break;
+    case SA_CORRECTION_RETRO:
+      if (c.method != sa::sparse_method::quest)
+        sa::fail(c.method == sa::sparse_method::none ? SA_ERR_INVALID_ARG : SA_ERR_UNSUPPORTED,
+                 "correction SA_CORRECTION_RETRO works with sparse SA_SPARSE_QUEST, not %d", p.sparse);
+      if (p.retro_window < 2 || p.retro_window > 32)
+        sa::fail(SA_ERR_INVALID_ARG, "retro_window %d is outside [2, 32]", p.retro_window);
+      c.retro_window = p.retro_window;
+      break;
+    default: sa::fail(SA_ERR_INVALID_ARG, "correction %d is not an SA_CORRECTION_* value", p.correction);
+  }
   return c;
 }
 
@@ -150,6 +162,8 @@ void sa_session_params_init(sa_session_params* params) {
   params->vatt_delta = 0.05f;
   params->vatt_pilot_ratio = 0.1f;
   params->vatt_topk = SA_TOPK_QUEST;
+  params->correction = SA_CORRECTION_NONE;
+  params->retro_window = 2;
 }
 
 sa_status sa_session_create(sa_model* model, const sa_session_params* params,
@@ -256,6 +270,7 @@ sa_status sa_session_stats(const sa_session* session, sa_stats* out) {
     o.backend = sa::api::backend_code(s.config().backend);
     o.device = s.config().device;
     o.kv_type = sa::api::kv_type_code(s.config().kv_type.value_or(sa::dtype::f32));
+    o.retro_effective_budget = st.retro_effective_budget;
     sa::api::write_info(out, o, "sa_stats");
   });
 }

@@ -32,7 +32,7 @@ cascade_memory::cascade_memory(backend& be, const hparams& hp, const rope_params
 
 batch_meta cascade_memory::begin(const batch& b, step_buffer& step) {
   const int64_t n = static_cast<int64_t>(b.tokens.size());
-  if (b.kind == batch_kind::rewrite)
+  if (b.kind == batch_kind::rewrite || b.kind == batch_kind::retro)
     fail(SA_ERR_INTERNAL, "cascade memory: rewrite batches need the full memory");
   if (n > max_batch_)
     fail(SA_ERR_INTERNAL, "cascade memory: batch of %lld rows, staging holds %lld",

@@ -44,6 +44,17 @@ batch_meta dense_memory::begin(const batch& b, step_buffer& step) {
     first = b.first_slot;
     pending_ = 0;
     if (first < saved_extent_) mark_rewritten(first);
+  } else if (b.kind == batch_kind::retro) {
+    if (b.first_slot < 0 || b.first_slot + n != size_ + 1)
+      fail(SA_ERR_INTERNAL, "retro step of %lld rows from slot %lld: %lld held",
+           static_cast<long long>(n), static_cast<long long>(b.first_slot),
+           static_cast<long long>(size_));
+    if (room() < 1)
+      fail(SA_ERR_CONTEXT_FULL, "1 token does not fit: the session holds %lld of %lld",
+           static_cast<long long>(size_), static_cast<long long>(capacity_));
+    first = b.first_slot;
+    pending_ = 1;
+    if (first < saved_extent_) mark_rewritten(first);
   } else {
     if (n > room())
       fail(SA_ERR_CONTEXT_FULL, "%lld tokens do not fit: the session holds %lld of %lld",
@@ -69,6 +80,8 @@ batch_meta dense_memory::begin(const batch& b, step_buffer& step) {
   m.n_keys = std::max(size_ + pending_, first + n);
   if (b.kind == batch_kind::decode && n == 1)
     m.shape_key = (uint64_t{1} << 48) | static_cast<uint64_t>(m.kv_bound);
+  if (b.kind == batch_kind::retro && n < 256)
+    m.shape_key = (uint64_t{2} << 48) | (static_cast<uint64_t>(n) << 40) | static_cast<uint64_t>(m.kv_bound);
   return m;
 }
 

@@ -31,6 +31,8 @@ enum class batch_kind {
   decode,   // one new token appended (query-aware sparsity applies to it)
   rewrite,  // tokens already held run again in place (ReSA's rectification): their K/V are
             // replaced in every layer; the memory does not grow
+  retro,    // RetroAttention's decode step: the last n - 1 tokens held run again in place
+            // (their K/V replaced) and one new token is appended; the full memory only
 };
 
 struct batch {

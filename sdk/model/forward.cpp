@@ -9,6 +9,7 @@
 //     kv = memory.write(q, k, v)               rotate q, k to their positions; keep K/V
 //     summaries.refresh(kv)                    [query-aware sparsity: pages follow the keys]
 //     att, lse = a decode row under sparsity:  sparse.attend(q, kv)     Quest / vAttention
+//                                              [Retro: the window's past rows corrected]
 //                otherwise:                    attention(q, kv) (+ key mass for the cascade)
 //     memory.observe()                         [cascade: EMA scores, push]
 //     x += att·Wo
@@ -16,7 +17,7 @@
 //     x += (silu(xn·Wgate) * xn·Wup)·Wdown
 //   logits = (rmsnorm(x) · output_norm)·Woutᵀ      for the last n_logit_rows rows
 //   token = sample(logits)                         [when asked]
-//   memory.commit()
+//   memory.commit(); sparse.commit()
 //
 // A step whose batch the memory marks with a shape key (a decode step) is handed to the
 // backend as one recordable unit — the CUDA backend replays it as one graph — unless its
@@ -62,7 +63,7 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
   const batch_meta m = e.mem.begin(b, e.step);
   const tensor ids = e.step.put(b.tokens);
   const tensor u = draw ? e.step.put_double(draw->u) : tensor{};
-  const bool sparse_row = e.sparse && b.kind == batch_kind::decode;
+  const bool sparse_row = e.sparse && (b.kind == batch_kind::decode || b.kind == batch_kind::retro);
   const uint64_t sparse_key = e.sparse ? e.sparse->begin(b.kind, m) : 0;
   e.step.flush();
 
@@ -125,6 +126,7 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
   else
     layers();
   e.mem.commit();
+  if (e.sparse) e.sparse->commit();
 
   const uint64_t key_bytes = e.mem.key_bytes();
   if (sparse_row) return e.sparse->keys_read() * key_bytes / static_cast<uint64_t>(hp.n_heads);

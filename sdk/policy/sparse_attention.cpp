@@ -41,6 +41,13 @@ sparse_attention::sparse_attention(backend& be, step_buffer& step, const hparams
   lse_b_ = new_f32_tensor(be, buffers_, hp.n_heads, 1);
   dense_out_ = new_f32_tensor(be, buffers_, hp.head_dim, hp.n_heads);
   dense_lse_ = new_f32_tensor(be, buffers_, hp.n_heads, 1);
+  if (c.retro_window > 0) {
+    if (c.method != sparse_method::quest)
+      fail(SA_ERR_UNSUPPORTED, "RetroAttention corrects past outputs with Quest's pages; it does not "
+           "combine with vAttention or the oracle (their outputs are not attention over pages)");
+    const int32_t rankers = c.granularity == select_granularity::per_group ? hp.n_kv_heads : hp.n_heads;
+    retro_ = std::make_unique<retro>(be, hp, c.retro_window, rankers, pages_capacity);
+  }
 }
 
 void sparse_attention::download(const tensor& t, std::vector<float>& dst, size_t n) {
@@ -73,9 +80,18 @@ key_sets sparse_attention::sets_from(const std::vector<std::vector<int32_t>>& pe
 
 uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
   kind_ = kind;
+  if (retro_ && (kind == batch_kind::prefill || kind == batch_kind::rewrite)) retro_->clear();
   if (kind == batch_kind::rewrite) return 0;
   stats_.clear();
-  if (kind != batch_kind::decode) return 0;
+  if (kind != batch_kind::decode && kind != batch_kind::retro) return 0;
+  if (retro_) {
+    if (m.n != retro_->held() + 1)
+      fail(SA_ERR_INTERNAL, "sparse attention: a step of %lld rows with %d past rows held",
+           static_cast<long long>(m.n), retro_->held());
+    retro_->begin(step_, m.n_keys - m.n);
+  } else if (m.n != 1) {
+    fail(SA_ERR_INTERNAL, "sparse attention: a decode step of %lld rows", static_cast<long long>(m.n));
+  }
   // Every head of every layer reads every key unless its layer selects below.
   const int64_t n_keys = m.n_keys;
   plan_ = plan_pages(c_, n_keys);
@@ -105,6 +121,7 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
 }
 
 void sparse_attention::refresh(int32_t layer, const kv_view& kv, const batch_meta& m) {
+  // A retro batch rewrote its past rows' keys too: their pages are recomputed with the new one's.
   if (kind_ == batch_kind::decode && selects_on_backend() && m.end_slot == m.n_keys &&
       m.first_slot + 1 == m.end_slot) {
     // The decode row appended key n_keys - 1: its page, located from the plan.
@@ -119,6 +136,18 @@ uint64_t sparse_attention::keys_read() const {
   uint64_t n = 0;
   for (const head_stat& s : stats_) n += static_cast<uint64_t>(s.keys_attended);
   return n;
+}
+
+std::vector<std::vector<int32_t>> sparse_attention::last_selection() {
+  const int32_t rankers = c_.granularity == select_granularity::per_group ? hp_.n_kv_heads : hp_.n_heads;
+  std::vector<int32_t> all(static_cast<size_t>(rankers * select_bound_));
+  be_.download(*selected_.buf, selected_.offset, all.data(), all.size() * sizeof(int32_t));
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(rankers));
+  for (int32_t r = 0; r < rankers; ++r) {
+    const auto first = all.begin() + static_cast<std::ptrdiff_t>(r * select_bound_);
+    out[static_cast<size_t>(r)].assign(first, first + static_cast<std::ptrdiff_t>(plan_.n_selected));
+  }
+  return out;
 }
 
 void sparse_attention::rebuild(int32_t layer, const kv_view& kv, int64_t n_keys) {
@@ -190,8 +219,48 @@ void sparse_attention::oracle_sets(const tensor& q, const kv_view& kv, const pag
 
 void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
                               const batch_meta& m, const tensor& out, const tensor& lse) {
+  const int64_t n = m.n;
+  if (n == 1) {
+    attend_row(layer, q, kv, m, out, lse);
+  } else {
+    // The decode row is the last row; its metadata is the last of the batch's arrays.
+    batch_meta row = m;
+    row.n = 1;
+    row.positions = m.positions.as_2d(1).row_range(n - 1, 1);
+    row.slots = m.slots.as_2d(1).row_range(n - 1, 1);
+    row.kv_len = m.kv_len.as_2d(1).row_range(n - 1, 1);
+    attend_row(layer, q.row_range(n - 1, 1), kv, row, out.row_range(n - 1, 1), lse.row_range(n - 1, 1));
+  }
+  if (!retro_) return;
+  page_selection sel;
+  sel.pages = &selected_;
+  sel.select_bound = select_bound_;
+  sel.plan = &plan_t_;
+  sel.page_size = c_.page_size;
+  sel.group_mean = c_.granularity == select_granularity::per_group;
+  const bool dense_layer = layer < c_.dense_layers || plan_.dense;
+  retro_->correct(layer, q.row_range(0, n - 1), kv, sel, dense_layer, scale_, out.row_range(0, n - 1),
+                  lse.row_range(0, n - 1));
+  retro_->keep(layer, out, lse);
+}
+
+void sparse_attention::commit() {
+  if (!retro_ || (kind_ != batch_kind::decode && kind_ != batch_kind::retro)) return;
+  std::vector<int32_t> keys(stats_.size());
+  for (size_t i = 0; i < stats_.size(); ++i) keys[i] = stats_[i].sparse ? stats_[i].keys_attended : 0;
+  retro_->end_step(keys);
+}
+
+void sparse_attention::abandon() {
+  // The device-side window may be half updated: start it again.
+  if (retro_) retro_->clear();
+}
+
+void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view& kv,
+                                  const batch_meta& m, const tensor& out, const tensor& lse) {
   const int64_t n_keys = m.n_keys;
-  if (kind_ != batch_kind::decode || stats_.size() != static_cast<size_t>(hp_.n_layers * hp_.n_heads) ||
+  if ((kind_ != batch_kind::decode && kind_ != batch_kind::retro) ||
+      stats_.size() != static_cast<size_t>(hp_.n_layers * hp_.n_heads) ||
       plan_.n_pages != (n_keys + c_.page_size - 1) / c_.page_size)
     fail(SA_ERR_INTERNAL, "sparse attention: layer %d of a batch that begin() did not plan", layer);
   head_stat* hs = stats_.data() + static_cast<size_t>(layer) * static_cast<size_t>(hp_.n_heads);

@@ -30,6 +30,7 @@
 #include "model/hparams.h"
 #include "policy/page_summaries.h"
 #include "policy/quest.h"
+#include "policy/retro.h"
 #include "policy/sparse_config.h"
 
 namespace sa {
@@ -61,18 +62,32 @@ class sparse_attention {
   // Recomputes every page of the layer's first n_keys slots (a resumed session).
   void rebuild(int32_t layer, const kv_view& kv, int64_t n_keys);
 
-  // q [1][n_heads][head_dim] rotated; kv the layer's cache with keys after RoPE, slots
-  // [0, m.n_keys) valid (the new token's included). Writes out [1][n_heads][head_dim] and
-  // lse [1][n_heads].
+  // q [n][n_heads][head_dim] rotated; kv the layer's cache with keys after RoPE, slots
+  // [0, m.n_keys) valid (the new token's included). The decode row is the last; with
+  // RetroAttention a retro batch's first n - 1 rows are the window's past decode rows, which
+  // get their corrected outputs. Writes out [n][n_heads][head_dim] and lse [n][n_heads].
   void attend(int32_t layer, const tensor& q, const kv_view& kv, const batch_meta& m,
               const tensor& out, const tensor& lse);
+  // The decode step completed (after the memory committed it) or failed.
+  void commit();
+  void abandon();
+  // Past decode rows the next decode step runs again (RetroAttention's window), 0 without it.
+  int32_t retro_rows() const { return retro_ ? retro_->held() : 0; }
+  const retro* retro_state() const { return retro_.get(); }
+  retro* mutable_retro() { return retro_.get(); }
 
   // The last decode step's figures: one head_stat per (layer, query head), layer-major.
   const std::vector<head_stat>& head_stats() const { return stats_; }
   // Keys read by the last decode step, summed over layers and query heads.
   uint64_t keys_read() const;
+  // The pages Quest selected in the last attend() of a sparse layer, per ranker, ascending
+  // (downloaded: a diagnostic for tests and tools).
+  std::vector<std::vector<int32_t>> last_selection();
 
  private:
+  // The decode row's attention (the body of attend()).
+  void attend_row(int32_t layer, const tensor& q, const kv_view& kv, const batch_meta& m,
+                  const tensor& out, const tensor& lse);
   // Quest's selection for this step's plan into selected_ (on the backend).
   void select(int32_t layer, const tensor& q);
   // fixed_[h]: the slots of the pages query head h attends by Quest's ranking (per head or
@@ -118,6 +133,7 @@ class sparse_attention {
   std::vector<std::vector<int32_t>> fixed_, residual_, pilot_, sample_;
   std::vector<int32_t> offsets_, slots_, host_pages_;
   std::vector<float> log_w_, host_a_, host_b_, host_c_, host_d_, host_e_, host_f_;
+  std::unique_ptr<retro> retro_;  // RetroAttention, when c.retro_window > 0
 };
 
 }  // namespace sa

@@ -25,6 +25,7 @@ struct sparse_config {
   float pilot_ratio = 0.1f;
   topk_source topk = topk_source::quest;
   bool check_error = false;
+  int32_t retro_window = 0;      // RetroAttention's window w (>= 2); 0 = off
   uint64_t seed = 0;             // vAttention's sampling stream (the session's seed)
 
   bool enabled() const { return method != sparse_method::none; }

@@ -1,6 +1,7 @@
 #include "session/session.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "core/error.h"
 #include "memory/dense_memory.h"
@@ -11,6 +12,11 @@ namespace {
 session_config resolved(session_config c) {
   if (c.n_batch < 0) fail(SA_ERR_INVALID_ARG, "n_batch %d is negative", c.n_batch);
   if (c.n_batch == 0) c.n_batch = 256;
+  if (c.sparse.retro_window != 0 && (c.sparse.retro_window < 2 || c.sparse.retro_window > 32))
+    fail(SA_ERR_INVALID_ARG, "retro_window %d is outside [2, 32]", c.sparse.retro_window);
+  if (c.sparse.retro_window > c.n_batch)
+    fail(SA_ERR_INVALID_ARG, "retro_window %d exceeds n_batch %d (a Retro step runs that many rows)",
+         c.sparse.retro_window, c.n_batch);
   if (c.kv_type && *c.kv_type != dtype::f32 && *c.kv_type != dtype::f16 && *c.kv_type != dtype::bf16)
     fail(SA_ERR_INVALID_ARG, "kv_type %s is not f32, f16 or bf16", traits(*c.kv_type).name);
   return c;
@@ -68,6 +74,9 @@ session::session(std::shared_ptr<const model> m, const session_config& c)
       sampler_(c.sampling) {
   config_ = with_backend(config_, *backend_);
   memory_ = make_memory(*backend_, *model_, *weights_, config_);
+  if (config_.sparse.retro_window > 0 && std::string_view(backend_->name()) != "cpu")
+    fail(SA_ERR_UNSUPPORTED, "RetroAttention runs on the CPU backend only in this version, not on %s",
+         backend_->name());
   if (config_.sparse.enabled()) {
     const auto& dense = static_cast<const dense_memory&>(*memory_);
     sparse_ = std::make_unique<sparse_attention>(*backend_, step_, model_->hp(), config_.sparse,
@@ -141,7 +150,12 @@ void session::decode(int32_t token, int32_t* next) {
   const std::unique_ptr<kv_memory::snapshot> saved =
       config_.memory == memory_kind::dense ? memory_->save() : nullptr;
   try {
-    const batch b{batch_kind::decode, std::span<const int32_t>(&token, 1), 0};
+    // RetroAttention runs the window's past decode tokens again with the new one.
+    const size_t past = sparse_ ? static_cast<size_t>(sparse_->retro_rows()) : 0;
+    std::vector<int32_t> rows(tokens_.end() - static_cast<std::ptrdiff_t>(past), tokens_.end());
+    rows.push_back(token);
+    const batch b{past ? batch_kind::retro : batch_kind::decode, rows,
+                  static_cast<int64_t>(tokens_.size() - past)};
     token_draw draw{config_.sampling, 0.0};
     if (next) draw.u = sampler_.next_uniform();
     kv_bytes_read_last_ = forward(env(), b, 1, next ? &draw : nullptr);
@@ -153,6 +167,7 @@ void session::decode(int32_t token, int32_t* next) {
     logits_state_ = logits_state::on_backend;
   } catch (...) {
     sampler_.set_state(rng);
+    if (sparse_) sparse_->abandon();
     if (saved)
       memory_->restore(saved.get());
     else
@@ -243,7 +258,22 @@ void session::restore_history(std::vector<int32_t> tokens, std::vector<float> lo
   backend_->synchronize();
 }
 
+void session::write_policy_state(state_writer& w) const {
+  if (!sparse_ || !sparse_->retro_state()) return;
+  backend_->bind_thread();
+  const int64_t pages = (memory_->stats().tokens_held + config_.sparse.page_size - 1) / config_.sparse.page_size;
+  sparse_->retro_state()->write_state(w, pages);
+}
+
+void session::read_policy_state(state_reader& r) {
+  if (!sparse_ || !sparse_->mutable_retro()) return;
+  backend_->bind_thread();
+  const int64_t pages = (memory_->stats().tokens_held + config_.sparse.page_size - 1) / config_.sparse.page_size;
+  sparse_->mutable_retro()->read_state(r, pages);
+}
+
 void session::reset() {
+  if (sparse_) sparse_->abandon();
   memory_->reset();
   unrectified_ = 0;
   tokens_.clear();
@@ -274,6 +304,7 @@ session_stats session::stats() const {
     s.sparse_keys_total += static_cast<uint64_t>(h.keys_total);
   }
   s.n_rectified = n_rectified_;
+  if (sparse_ && sparse_->retro_state()) s.retro_effective_budget = sparse_->retro_state()->stats().effective_budget();
   return s;
 }
 

@@ -62,6 +62,7 @@ struct session_stats {
   uint64_t kv_bytes_read_last_call = 0, weight_bytes = 0, last_call_tokens = 0;
   uint64_t sparse_keys_attended = 0, sparse_keys_total = 0, n_rectified = 0;
   double last_call_ms = 0;
+  double retro_effective_budget = 0;  // RetroAttention's mean effective KV budget; 0 without it
 };
 
 // Return false to cancel a prefill.
@@ -132,6 +133,10 @@ class session {
     n_rectified_ = r[1];
   }
   bool usable() const { return broken_.empty(); }
+  // State of the sparse policy beyond the memory (RetroAttention's window and stamps), as
+  // blobs next to the memory's; nothing without it.
+  void write_policy_state(state_writer& w) const;
+  void read_policy_state(state_reader& r);
   // A resumed session: the history and logits that go with the memory restored separately
   // (derived state, such as page summaries, is rebuilt from the memory here).
   void restore_history(std::vector<int32_t> tokens, std::vector<float> logits);

@@ -160,6 +160,7 @@ const std::vector<std::pair<const char*, field>>& fields() {
       {"vatt_pilot_ratio", SA_FLOAT(sparse.pilot_ratio)},
       {"vatt_topk", SA_CHOICE(sparse.topk, k_topks)},
       {"check_error", SA_BOOL(sparse.check_error)},
+      {"retro_window", SA_INT(sparse.retro_window)},
       {"sparse_seed", SA_U64(sparse.seed)},
       {"temperature", SA_FLOAT(sampling.temperature)},
       {"top_k", SA_INT(sampling.top_k)},

@@ -115,6 +115,7 @@ void session_saver::save(session& s) {
     w.put("session/tokens/tail", tokens.data() + full * k_token_page,
           (tokens.size() - full * k_token_page) * sizeof(int32_t), blob_kind::mutable_blob);
   s.mutable_memory().write_state(w);
+  s.write_policy_state(w);
   w.finish();
 
   const uint64_t token = new_save_token();
@@ -195,6 +196,7 @@ std::unique_ptr<session> session_saver::resume(std::shared_ptr<const model> m,
       fail(SA_ERR_STORE, "%s has settings this library refuses: %s", what.c_str(), e.what());
     }
     s->mutable_memory().read_state(r);
+    s->read_policy_state(r);
     r.get_into("session/sampler", rng.data(), sizeof rng);
     if (r.has("session/rectify")) r.get_into("session/rectify", rect.data(), sizeof rect);
 
