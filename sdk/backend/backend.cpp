@@ -127,4 +127,19 @@ void backend::copy(const tensor&, const tensor&) {
   fail(SA_ERR_UNSUPPORTED, "copy is not implemented on the %s backend", name());
 }
 
+void backend::predict_pages(const tensor&, int64_t, int32_t, float, int32_t, int32_t, const tensor&, int64_t,
+                            const tensor&, const tensor&, int64_t) {
+  fail(SA_ERR_UNSUPPORTED, "predict_pages (PRR) is not implemented on the %s backend", name());
+}
+
+void backend::update_predictor(const tensor&, int64_t, int32_t, const tensor&, int64_t, const tensor&, float,
+                               float, float) {
+  fail(SA_ERR_UNSUPPORTED, "update_predictor (PRR) is not implemented on the %s backend", name());
+}
+
+void backend::mask_pages(const tensor&, int64_t, const tensor&, const tensor&, int64_t, const tensor&, int32_t,
+                         bool, const tensor&) {
+  fail(SA_ERR_UNSUPPORTED, "mask_pages (PRR) is not implemented on the %s backend", name());
+}
+
 }  // namespace sa

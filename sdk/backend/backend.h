@@ -359,6 +359,34 @@ class backend {
   // dst = src, byte for byte (tensors of equal size).
   virtual void copy(const tensor& src, const tensor& dst);
 
+  // ---- PRR: predicted pages, attended before the selection, then repaired (policy/prr.h) ----
+  // Ops a backend may lack (the defaults throw SA_ERR_UNSUPPORTED). A predictor's state is
+  // f32 [n_rankers][pages_capacity][2]: (level, trend) of each page's damped-trend Holt
+  // predictor of its Quest score. Its plan is i32 [5] = {n_keys, n_pages, n_selected, take,
+  // n_observed}: pages [0, n_observed) have state.
+  //
+  // The predicted selection: page p's predicted score level + phi * trend (p < n_observed;
+  // +inf for pages never observed) into scores [n_rankers][pages_bound], then the pages as
+  // select_pages picks them (the forced ones and the `take` best others, ascending).
+  virtual void predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
+                             float phi, int32_t sink_pages, int32_t local_pages,
+                             const tensor& plan, int64_t pages_bound, const tensor& scores,
+                             const tensor& pages, int64_t select_bound);
+  // The predictor's update with the step's scores [n_rankers][scores_stride] of pages
+  // [0, plan[1]): for p < plan[4], level' = alpha s + (1 - alpha)(level + phi trend) and
+  // trend' = beta (level' - level) + (1 - beta) phi trend; a page observed for the first time
+  // starts at level s, trend 0.
+  virtual void update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
+                                const tensor& scores, int64_t scores_stride, const tensor& plan,
+                                float alpha, float beta, float phi);
+  // out [n_rankers][a_bound]: the plan_a[2] page ids of each ranker in a [n_rankers][a_bound],
+  // each replaced by -1 unless it is (keep_shared) or is not (!keep_shared) among the plan_b[2]
+  // ids of the same ranker in b [n_rankers][b_bound] (both ascending). attention_pages on the
+  // CPU skips ids of -1; device backends do not take such tables yet.
+  virtual void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
+                          int64_t b_bound, const tensor& plan_b, int32_t n_rankers,
+                          bool keep_shared, const tensor& out);
+
   // dst[g][j] = rope(src[g][rows[j]], positions[j]) for every kv head g and j < n.
   //   src [n_kv_heads][src_capacity][head_dim]; dst [n_kv_heads][dst_capacity][head_dim], both
   //   of the cache type; rows, positions i32 [n].

@@ -367,6 +367,7 @@ void cpu_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n_
   for (int32_t h = 0; h < n_heads; ++h) {
     const int32_t* p = ids.data() + (group_mean ? h / group : h) * select_bound;
     for (int64_t i = 0; i < pv.n_selected; ++i) {
+      if (p[i] == -1) continue;  // padding of a masked table
       if (p[i] < 0 || p[i] >= pv.n_pages)
         fail(SA_ERR_INTERNAL, "attention_pages: page %d outside [0, %lld)", p[i],
              static_cast<long long>(pv.n_pages));
@@ -375,10 +376,17 @@ void cpu_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n_
     }
     offsets.push_back(static_cast<int32_t>(slots.size()));
   }
+  attend_slots(q, kv, n_heads, n_kv_heads, head_dim, offsets, slots, scale, out, lse, "attention_pages");
+}
+
+void cpu_backend::attend_slots(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                               int32_t head_dim, const std::vector<int32_t>& offsets,
+                               const std::vector<int32_t>& slots, float scale, const tensor& out,
+                               const tensor& lse, const char* op) {
   host_sets hs;
   hs.offsets = offsets;
   hs.slots = slots;
-  const int64_t n = check_sets(q, n_heads, head_dim, kv, hs, "attention_pages");
+  const int64_t n = check_sets(q, n_heads, head_dim, kv, hs, op);
   attention_sets_rows(pool_, scratch_, ptr<float>(q), n, n_heads, n_kv_heads, head_dim,
                       rows_of(*kv.k, head_dim), rows_of(*kv.v, head_dim), kv.capacity, hs, scale,
                       ptr<float>(out), ptr<float>(lse));
@@ -424,13 +432,7 @@ void cpu_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, int
       offsets.push_back(static_cast<int32_t>(slots.size()));
     }
   }
-  host_sets hs;
-  hs.offsets = offsets;
-  hs.slots = slots;
-  const int64_t rows_n = check_sets(q, n_heads, head_dim, kv, hs, "attention_unseen_pages");
-  attention_sets_rows(pool_, scratch_, ptr<float>(q), rows_n, n_heads, n_kv_heads, head_dim,
-                      rows_of(*kv.k, head_dim), rows_of(*kv.v, head_dim), kv.capacity, hs, scale,
-                      ptr<float>(out), ptr<float>(lse));
+  attend_slots(q, kv, n_heads, n_kv_heads, head_dim, offsets, slots, scale, out, lse, "attention_unseen_pages");
 }
 
 void cpu_backend::stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
@@ -453,6 +455,84 @@ void cpu_backend::stamp_pages(const tensor& pages, int64_t select_bound, const t
       if (p[j] < 0 || p[j] >= pv.n_pages)
         fail(SA_ERR_INTERNAL, "stamp_pages: page %d outside [0, %lld)", p[j], static_cast<long long>(pv.n_pages));
       row[p[j]] = now;
+    }
+  }
+}
+
+namespace {
+// A predictor plan's n_observed (plan[4]), checked against its pages.
+int64_t observed_of(const tensor& plan, const plan_values& pv, const char* op) {
+  const std::span<const int32_t> v = ints(plan);
+  if (v.size() < 5 || v[4] < 0 || v[4] > pv.n_pages)
+    fail(SA_ERR_INTERNAL, "%s: a predictor plan without a valid count of observed pages", op);
+  return v[4];
+}
+}  // namespace
+
+void cpu_backend::predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, float phi,
+                                int32_t sink_pages, int32_t local_pages, const tensor& plan, int64_t pages_bound,
+                                const tensor& scores, const tensor& pages, int64_t select_bound) {
+  const plan_values pv = plan_of(plan, 0, std::numeric_limits<int32_t>::max(), "predict_pages");
+  const int64_t observed = observed_of(plan, pv, "predict_pages");
+  if (pv.n_pages > pages_bound || pv.n_pages > pages_capacity ||
+      pv.n_selected > select_bound || state.elements() < n_rankers * pages_capacity * 2 ||
+      scores.elements() < n_rankers * pages_bound || pages.elements() < n_rankers * select_bound)
+    fail(SA_ERR_INTERNAL, "predict_pages: %lld pages (%lld observed) do not fit",
+         static_cast<long long>(pv.n_pages), static_cast<long long>(observed));
+  const float* st = ptr<float>(state);
+  float* sc = ptr<float>(scores);
+  for (int64_t r = 0; r < n_rankers; ++r)
+    for (int64_t p = 0; p < pv.n_pages; ++p) {
+      const float* lt = st + (r * pages_capacity + p) * 2;
+      sc[r * pages_bound + p] = p < observed ? lt[0] + phi * lt[1] : std::numeric_limits<float>::infinity();
+    }
+  select_pages_rows(sc, pages_bound, n_rankers, pv.n_pages, sink_pages, local_pages, pv.n_selected, pv.take,
+                    ptr<int32_t>(pages), select_bound);
+}
+
+void cpu_backend::update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
+                                   const tensor& scores, int64_t scores_stride, const tensor& plan, float alpha,
+                                   float beta, float phi) {
+  const plan_values pv = plan_of(plan, 0, std::numeric_limits<int32_t>::max(), "update_predictor");
+  const int64_t observed = observed_of(plan, pv, "update_predictor");
+  if (pv.n_pages > pages_capacity || pv.n_pages > scores_stride ||
+      state.elements() < n_rankers * pages_capacity * 2 || scores.elements() < n_rankers * scores_stride)
+    fail(SA_ERR_INTERNAL, "update_predictor: %lld pages do not fit", static_cast<long long>(pv.n_pages));
+  float* st = ptr<float>(state);
+  const float* sc = ptr<float>(scores);
+  for (int64_t r = 0; r < n_rankers; ++r)
+    for (int64_t p = 0; p < pv.n_pages; ++p) {
+      float* lt = st + (r * pages_capacity + p) * 2;
+      const float s = sc[r * scores_stride + p];
+      if (p >= observed) {
+        lt[0] = s;
+        lt[1] = 0.0f;
+        continue;
+      }
+      const float forecast = lt[0] + phi * lt[1];
+      const float level = alpha * s + (1.0f - alpha) * forecast;
+      lt[1] = beta * (level - lt[0]) + (1.0f - beta) * phi * lt[1];
+      lt[0] = level;
+    }
+}
+
+void cpu_backend::mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
+                             int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
+                             const tensor& out) {
+  const plan_values pa = plan_of(plan_a, 0, std::numeric_limits<int32_t>::max(), "mask_pages");
+  const plan_values pb = plan_of(plan_b, 0, std::numeric_limits<int32_t>::max(), "mask_pages");
+  if (pa.n_selected > a_bound || pb.n_selected > b_bound || a.elements() < n_rankers * a_bound ||
+      b.elements() < n_rankers * b_bound || out.elements() < n_rankers * a_bound || out.type != dtype::i32)
+    fail(SA_ERR_INTERNAL, "mask_pages: page tables do not fit their bounds");
+  for (int64_t r = 0; r < n_rankers; ++r) {
+    const int32_t* x = ptr<int32_t>(a) + r * a_bound;
+    const int32_t* y = ptr<int32_t>(b) + r * b_bound;
+    int32_t* o = ptr<int32_t>(out) + r * a_bound;
+    int64_t j = 0;
+    for (int64_t i = 0; i < pa.n_selected; ++i) {
+      while (j < pb.n_selected && y[j] < x[i]) ++j;
+      const bool shared = j < pb.n_selected && y[j] == x[i];
+      o[i] = shared == keep_shared ? x[i] : -1;
     }
   }
 }

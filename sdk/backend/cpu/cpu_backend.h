@@ -92,6 +92,15 @@ class cpu_backend final : public backend {
   void stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan, int32_t n_rankers,
                    bool every_page, const tensor& stamps, int64_t pages_capacity) override;
   void copy(const tensor& src, const tensor& dst) override;
+  void predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, float phi,
+                     int32_t sink_pages, int32_t local_pages, const tensor& plan, int64_t pages_bound,
+                     const tensor& scores, const tensor& pages, int64_t select_bound) override;
+  void update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
+                        const tensor& scores, int64_t scores_stride, const tensor& plan, float alpha,
+                        float beta, float phi) override;
+  void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
+                  int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
+                  const tensor& out) override;
   void gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
                    const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;
@@ -102,6 +111,12 @@ class cpu_backend final : public backend {
   thread_pool& pool() { return pool_; }
 
  private:
+  // Attention of q's (row, head) items over host-built key sets (see attention_sets).
+  void attend_slots(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                    int32_t head_dim, const std::vector<int32_t>& offsets,
+                    const std::vector<int32_t>& slots, float scale, const tensor& out,
+                    const tensor& lse, const char* op);
+
   thread_pool pool_;
   std::vector<std::vector<float>> scratch_;  // one per thread
 };
