@@ -1,5 +1,5 @@
-// sa-sparse: quality of query-aware sparse decoding (Quest, ReSA, RetroAttention, vAttention,
-// oracle top-k) on
+// sa-sparse: quality of query-aware sparse decoding (Quest, ReSA, RetroAttention, PRR,
+// vAttention, oracle top-k) on
 // a GGUF model, by default the shipped models/sa-default-q8_0.gguf. Uses only the C ABI (sa.h).
 //
 //   sa-sparse passkey       retrieval accuracy vs budget (Quest's protocol)
@@ -25,7 +25,9 @@
 //                  nll_last, nll_suffix (sums, nats), tokens_last, tokens_suffix, density,
 //                  decode_steps, sparse_steps
 //   "agreement"    per method: budget_ratio, rectify_every, retro_window, retro_effective_budget
-//                  (RetroAttention's, 0 without it), prompts, prompt_tokens, generated,
+//                  (RetroAttention's, 0 without it), speculation, prr_hit_rate,
+//                  prr_missed_pages, prr_calibration_ms (PRR's, 0 without it), prompts,
+//                  prompt_tokens, generated,
 //                  match_rate, match_rate_first_half, match_rate_second_half (0..1), mean_kl,
 //                  mean_kl_first_half, mean_kl_second_half, max_kl (nats), density,
 //                  first_divergence ([per prompt], -1 = never; null without free runs)
@@ -61,10 +63,12 @@ const char* const k_commands[] = {"passkey", "ppl", "agreement", "calibration", 
 std::string help_text(const cxxopts::Options& opts) {
   return opts.help() +
          "\nMethods (--methods, comma-separated): dense, quest, quest-group, quest+resa[:F],\n"
-         "quest-group+resa[:F], quest+retro[:W], quest-group+retro[:W], vattention, vattention-oracle, oracle. quest-group ranks pages "
+         "quest-group+resa[:F], quest+retro[:W], quest-group+retro[:W], quest+prr, quest+prr-strict,\n"
+         "quest-group+prr, vattention, vattention-oracle, oracle. quest-group ranks pages "
          "once per\nKV head with the group's mean query (ReSA's group selection); +resa adds "
          "ReSA's rectification\nevery F decode steps (default --rectify); +retro[:W] adds "
-         "RetroAttention with window W (default 2).\n"
+         "RetroAttention with window W (default 2);\n+prr adds PRR's speculative selection "
+         "(superset output; +prr-strict: Quest's output).\n"
          "Fractions may be written 1/16 or 0.0625. See the top of main.cpp for the JSON "
          "schema.\n";
 }
@@ -96,6 +100,7 @@ int main(int argc, char** argv) {
     ("vatt-epsilon", "vAttention's error bound outside calibration",
         cxxopts::value<float>()->default_value("0.05"))
     ("vatt-pilot", "vAttention's pilot sample ratio", cxxopts::value<float>()->default_value("0.1"))
+    ("prr-ratio", "PRR's predicted pages per page picked by score", cxxopts::value<float>()->default_value("1"))
     ("h,help", "print this help");
   opts.add_options("passkey")
     ("lengths", "total lengths (prompt + answer)", cxxopts::value<std::string>()->default_value("2048"))
@@ -223,6 +228,7 @@ int main(int argc, char** argv) {
     ctx.knobs.seed = args["seed"].as<uint64_t>();
     ctx.knobs.vatt_epsilon = args["vatt-epsilon"].as<float>();
     ctx.knobs.vatt_pilot_ratio = args["vatt-pilot"].as<float>();
+    ctx.knobs.prr_ratio = args["prr-ratio"].as<float>();
     const sa_model_desc& d = m.desc();
     std::printf(
         "sa-sparse %s  model %s (%s, %d layers, %d/%d heads x %d, trained context %d)  "

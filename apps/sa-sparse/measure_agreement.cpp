@@ -32,6 +32,8 @@ struct tally {
   std::vector<double> divergence;  // per prompt; -1 = none
   density_meter dm;
   double effective_budget = 0;     // RetroAttention's, averaged over prompts; 0 without it
+  double prr_hit = 0, prr_missed = 0;  // PRR's hit rate and missed pages, averaged over prompts
+  double prr_calibration_ms = 0;       // PRR's calibration of a prompt, averaged
 };
 }  // namespace
 
@@ -103,7 +105,11 @@ void measure_agreement(run_context& ctx, const agreement_options& o) {
         ta.dm.add(s);
         if (++done % 16 == 0) prog.update(done, m.label + ", prompt " + std::to_string(p));
       }
-      ta.effective_budget += s.stats().retro_effective_budget / o.prompts;
+      const sa_stats st = s.stats();
+      ta.effective_budget += st.retro_effective_budget / o.prompts;
+      ta.prr_hit += st.prr_hit_rate / o.prompts;
+      ta.prr_missed += st.prr_missed_pages / o.prompts;
+      ta.prr_calibration_ms += st.prr_calibration_ms / o.prompts;
       if (o.free_run) {
         s.reset();
         s.prefill(prompt);
@@ -132,9 +138,9 @@ void measure_agreement(run_context& ctx, const agreement_options& o) {
       "method's own greedy generation leaves dense's (- = never)\n",
       static_cast<long long>(G), o.prompts, static_cast<long long>(P),
       fraction_label(o.ratio).c_str(), ctx.knobs.dense_layers);
-  std::printf("\n%-22s %7s %7s %7s %10s %10s %10s %9s  %-16s %8s %8s\n", "method", "match%", "1st h.",
+  std::printf("\n%-22s %7s %7s %7s %10s %10s %10s %9s  %-16s %8s %8s %8s\n", "method", "match%", "1st h.",
               "2nd h.", "mean KL", "KL 1st h.", "KL 2nd h.", "max KL", "first divergence",
-              "density", "eff. b.");
+              "density", "eff. b.", "PRR hit");
   for (size_t mi = 0; mi < o.methods.size(); ++mi) {
     const method_spec& m = o.methods[mi];
     const tally& ta = tallies[mi];
@@ -148,13 +154,14 @@ void measure_agreement(run_context& ctx, const agreement_options& o) {
       return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
     };
     auto mean = [](double a, int64_t b) { return b ? a / static_cast<double>(b) : 0.0; };
-    std::printf("%-22s %7.2f %7.2f %7.2f %10.3e %10.3e %10.3e %9.3e  %-16s %8.4f %8s\n",
+    std::printf("%-22s %7.2f %7.2f %7.2f %10.3e %10.3e %10.3e %9.3e  %-16s %8.4f %8s %8s\n",
                 m.label.c_str(), rate(ta.matches, ta.steps),
                 rate(ta.half_matches[0], ta.half_steps[0]),
                 rate(ta.half_matches[1], ta.half_steps[1]), mean(ta.kl, ta.steps),
                 mean(ta.kl_half[0], ta.half_steps[0]), mean(ta.kl_half[1], ta.half_steps[1]),
                 ta.kl_max, div.c_str(), ta.dm.density(),
-                m.retro_window ? std::to_string(ta.effective_budget).substr(0, 5).c_str() : "-");
+                m.retro_window ? std::to_string(ta.effective_budget).substr(0, 5).c_str() : "-",
+                m.speculation ? std::to_string(ta.prr_hit).substr(0, 5).c_str() : "-");
     json_record rec;
     rec.str("measure", "agreement")
         .str("method", m.label)
@@ -172,7 +179,11 @@ void measure_agreement(run_context& ctx, const agreement_options& o) {
         .num("max_kl", ta.kl_max)
         .num("density", ta.dm.density())
         .integer("retro_window", m.retro_window)
-        .num("retro_effective_budget", ta.effective_budget);
+        .num("retro_effective_budget", ta.effective_budget)
+        .integer("speculation", m.speculation)
+        .num("prr_hit_rate", ta.prr_hit)
+        .num("prr_missed_pages", ta.prr_missed)
+        .num("prr_calibration_ms", ta.prr_calibration_ms);
     if (o.free_run)
       rec.nums("first_divergence", ta.divergence);  // per prompt; -1 = never diverged
     else

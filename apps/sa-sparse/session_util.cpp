@@ -53,6 +53,11 @@ method_spec parse_method(const std::string& text, int32_t default_rectify) {
     if (name == "quest-group+retro") m.granularity = SA_SELECT_PER_GROUP;
     m.retro_window = has_f ? f : 2;
     if (m.retro_window < 2) throw usage_error("method '" + text + "': the window after ':' must be >= 2");
+  } else if (name == "quest+prr" || name == "quest+prr-strict" || name == "quest-group+prr") {
+    m.sparse = SA_SPARSE_QUEST;
+    m.speculation = SA_SPECULATION_PRR;
+    if (name == "quest-group+prr") m.granularity = SA_SELECT_PER_GROUP;
+    if (name == "quest+prr-strict") m.prr_mode = SA_PRR_STRICT;
   } else if (name == "vattention") {
     m.sparse = SA_SPARSE_VATTENTION;
   } else if (name == "vattention-oracle") {
@@ -63,7 +68,8 @@ method_spec parse_method(const std::string& text, int32_t default_rectify) {
   } else {
     throw usage_error("unknown method '" + text +
                       "' (dense, quest, quest-group, quest+resa[:F], quest-group+resa[:F], "
-                      "quest+retro[:W], quest-group+retro[:W], vattention, vattention-oracle, oracle)");
+                      "quest+retro[:W], quest-group+retro[:W], quest+prr, quest+prr-strict, quest-group+prr, "
+                      "vattention, vattention-oracle, oracle)");
   }
   if (has_f && m.rectify_every == 0 && m.retro_window == 0)
     throw usage_error("method '" + text + "': only the +resa and +retro methods take ':N'");
@@ -143,6 +149,9 @@ session::session(const model& m, const method_spec& method, const session_knobs&
     p.correction = SA_CORRECTION_RETRO;
     p.retro_window = method.retro_window;
   }
+  p.speculation = method.speculation;
+  p.prr_mode = method.prr_mode;
+  p.prr_ratio = k.prr_ratio;
   check(sa_session_create(m.get(), &p, &s_), nullptr, "creating a session for " + method.label);
 }
 

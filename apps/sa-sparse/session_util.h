@@ -41,6 +41,9 @@ void check(sa_status status, const sa_session* session, const std::string& what)
 //   quest-group+resa[:F]   quest-group + rectification: ReSA's full recipe
 //   quest+retro[:W]        quest + RetroAttention with window W (default 2; ":W" is the window)
 //   quest-group+retro[:W]  quest-group + RetroAttention
+//   quest+prr              quest + PRR's speculation, superset output (ratio --prr-ratio)
+//   quest+prr-strict       quest + PRR, strict output (Quest's own)
+//   quest-group+prr        quest-group + PRR, superset output
 //   vattention             vAttention, deterministic top-k = Quest's pages
 //   vattention-oracle      vAttention, deterministic top-k = exact top tokens
 //   oracle                 the budget's exact top tokens (reads every key: a quality bound)
@@ -51,6 +54,8 @@ struct method_spec {
   int32_t rectify_every = 0;                 // 0 = never
   int32_t vatt_topk = SA_TOPK_QUEST;         // SA_TOPK_*
   int32_t retro_window = 0;                  // RetroAttention's window; 0 = none
+  int32_t speculation = SA_SPECULATION_NONE;  // SA_SPECULATION_*
+  int32_t prr_mode = SA_PRR_SUPERSET;          // SA_PRR_*
 };
 
 // Throws usage_error for an unknown name.
@@ -61,6 +66,7 @@ std::vector<method_spec> parse_methods(const std::string& csv, int32_t default_r
 struct session_knobs {
   int32_t n_threads = 2;
   int32_t n_ctx = 0;             // 0 = the model's trained context
+  float prr_ratio = 1.0f;        // PRR's r
   float budget_ratio = 0.0625f;  // fraction of the tokens held, in (0, 1]
   int32_t dense_layers = 2;
   float vatt_epsilon = 0.05f;

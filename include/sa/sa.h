@@ -329,6 +329,21 @@ typedef struct sa_session sa_session;
 ** (SA_ERR_UNSUPPORTED). CPU backend only in this version (SA_ERR_UNSUPPORTED elsewhere). */
 #define SA_CORRECTION_RETRO 1
 
+/* Speculative selection (sa_session_params.speculation), on top of SA_SPARSE_QUEST. */
+#define SA_SPECULATION_NONE 0
+/* PRR (predict, reuse, repair): in each sparse layer the pages are predicted from their past
+** Quest scores (a damped-trend Holt predictor per layer, ranker and page, its (alpha, beta,
+** phi) fitted per layer on the last rows of each prefill), attended before the selection
+** finishes, and the selected pages the prediction missed are attended after it and merged by
+** log-sum-exp. On a GPU the two overlap; on the CPU they run in order with the same result.
+** prr_mode says what the output is. Per head or per group selection, with ReSA's
+** rectification, and with RetroAttention in the strict mode; not with vAttention or the
+** oracle (SA_ERR_UNSUPPORTED). CPU backend only in this version (SA_ERR_UNSUPPORTED
+** elsewhere). */
+#define SA_SPECULATION_PRR  1
+#define SA_PRR_SUPERSET 0 /* attention over the predicted and the selected pages (the paper) */
+#define SA_PRR_STRICT   1 /* attention over the selected pages: Quest's output (to rounding) */
+
 /* How the cascade reduces a GQA group's attention to one score per KV head. */
 #define SA_CASCADE_REDUCE_MAX    0
 #define SA_CASCADE_REDUCE_MEAN   1
@@ -394,6 +409,11 @@ typedef struct sa_session_params {
                              sparse = SA_SPARSE_QUEST */
   int32_t retro_window;   /* RetroAttention's window w in [2, 32] and <= n_batch: the new token
                              and w - 1 past ones per step; default 2 */
+  int32_t speculation;    /* SA_SPECULATION_*; default SA_SPECULATION_NONE. PRR needs
+                             sparse = SA_SPARSE_QUEST */
+  int32_t prr_mode;       /* SA_PRR_*; default SA_PRR_SUPERSET */
+  float prr_ratio;        /* pages predicted per page the selection picks by score (the forced
+                             sink and local pages come on top), in (0, 16]; default 1 */
 } sa_session_params;
 
 /* sa_session_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
@@ -508,6 +528,11 @@ typedef struct sa_stats {
                                        keys their output covers (their own and every key added
                                        later) over the keys they attended themselves; 0 without
                                        it or before any token left the window */
+  double prr_hit_rate;              /* PRR, over the decode steps so far: the share of the pages
+                                       the selection picked by score that were predicted */
+  double prr_missed_pages;          /* PRR: pages attended after the selection (missed), per
+                                       (sparse layer, ranker) and step */
+  double prr_calibration_ms;        /* PRR: the last prefill's calibration, all layers */
 } sa_stats;
 
 /* sa_session_stats — counters of the session. out->struct_size must be set; fields up to it

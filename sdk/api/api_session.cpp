@@ -73,6 +73,21 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
       break;
     default: sa::fail(SA_ERR_INVALID_ARG, "correction %d is not an SA_CORRECTION_* value", p.correction);
   }
+  switch (p.speculation) {
+    case SA_SPECULATION_NONE: break;
+    case SA_SPECULATION_PRR:
+      if (c.method != sa::sparse_method::quest)
+        sa::fail(c.method == sa::sparse_method::none ? SA_ERR_INVALID_ARG : SA_ERR_UNSUPPORTED,
+                 "speculation SA_SPECULATION_PRR works with sparse SA_SPARSE_QUEST, not %d", p.sparse);
+      if (p.prr_mode != SA_PRR_SUPERSET && p.prr_mode != SA_PRR_STRICT)
+        sa::fail(SA_ERR_INVALID_ARG, "prr_mode %d is not an SA_PRR_* value", p.prr_mode);
+      if (!(p.prr_ratio > 0.0f && p.prr_ratio <= 16.0f))
+        sa::fail(SA_ERR_INVALID_ARG, "prr_ratio %g is outside (0, 16]", static_cast<double>(p.prr_ratio));
+      c.prr = p.prr_mode == SA_PRR_STRICT ? sa::speculation::strict : sa::speculation::superset;
+      c.prr_ratio = p.prr_ratio;
+      break;
+    default: sa::fail(SA_ERR_INVALID_ARG, "speculation %d is not an SA_SPECULATION_* value", p.speculation);
+  }
   return c;
 }
 
@@ -164,6 +179,9 @@ void sa_session_params_init(sa_session_params* params) {
   params->vatt_topk = SA_TOPK_QUEST;
   params->correction = SA_CORRECTION_NONE;
   params->retro_window = 2;
+  params->speculation = SA_SPECULATION_NONE;
+  params->prr_mode = SA_PRR_SUPERSET;
+  params->prr_ratio = 1.0f;
 }
 
 sa_status sa_session_create(sa_model* model, const sa_session_params* params,
@@ -271,6 +289,9 @@ sa_status sa_session_stats(const sa_session* session, sa_stats* out) {
     o.device = s.config().device;
     o.kv_type = sa::api::kv_type_code(s.config().kv_type.value_or(sa::dtype::f32));
     o.retro_effective_budget = st.retro_effective_budget;
+    o.prr_hit_rate = st.prr_hit_rate;
+    o.prr_missed_pages = st.prr_missed_pages;
+    o.prr_calibration_ms = st.prr_calibration_ms;
     sa::api::write_info(out, o, "sa_stats");
   });
 }

@@ -7,9 +7,11 @@
 //     xn = rmsnorm(x) · attn_norm
 //     q, k, v = xn·Wq (+bq), xn·Wk (+bk), xn·Wv (+bv)      [qwen3: per-head rmsnorm on q, k]
 //     kv = memory.write(q, k, v)               rotate q, k to their positions; keep K/V
-//     summaries.refresh(kv)                    [query-aware sparsity: pages follow the keys]
+//     summaries.refresh(kv)                    [query-aware sparsity: pages follow the keys;
+//                                               PRR calibrates its predictor on prefill rows]
 //     att, lse = a decode row under sparsity:  sparse.attend(q, kv)     Quest / vAttention
-//                                              [Retro: the window's past rows corrected]
+//                                              [PRR: predicted pages first, then the repair;
+//                                               Retro: the window's past rows corrected]
 //                otherwise:                    attention(q, kv) (+ key mass for the cascade)
 //     memory.observe()                         [cascade: EMA scores, push]
 //     x += att·Wo
@@ -92,7 +94,10 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
         be.rmsnorm(k.as_2d(hp.head_dim), L.k_norm, hp.rms_eps, k.as_2d(hp.head_dim));
       }
       const kv_view kv = e.mem.write(l, q, k, v, m);
-      if (e.sparse) e.sparse->refresh(l, kv, m);
+      if (e.sparse) {
+        e.sparse->refresh(l, kv, m);
+        if (b.kind == batch_kind::prefill) e.sparse->observe_prefill(l, q, m);
+      }
       if (sparse_row)
         e.sparse->attend(l, q, kv, m, att, lse);
       else

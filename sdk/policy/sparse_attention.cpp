@@ -48,6 +48,15 @@ sparse_attention::sparse_attention(backend& be, step_buffer& step, const hparams
     const int32_t rankers = c.granularity == select_granularity::per_group ? hp.n_kv_heads : hp.n_heads;
     retro_ = std::make_unique<retro>(be, hp, c.retro_window, rankers, pages_capacity);
   }
+  if (c.prr != speculation::none) {
+    if (c.method != sparse_method::quest)
+      fail(SA_ERR_UNSUPPORTED, "PRR predicts Quest's pages; it does not combine with vAttention or the oracle");
+    if (retro_ && c.prr == speculation::superset)
+      fail(SA_ERR_UNSUPPORTED, "RetroAttention combines with PRR's strict mode only (the superset's extra pages "
+           "would reach past queries twice)");
+    const int32_t rankers = c.granularity == select_granularity::per_group ? hp.n_kv_heads : hp.n_heads;
+    prr_ = std::make_unique<prr>(be, hp, c, rankers, pages_capacity);
+  }
 }
 
 void sparse_attention::download(const tensor& t, std::vector<float>& dst, size_t n) {
@@ -116,6 +125,7 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
   const page_plan most = plan_pages(c_, std::min(m.kv_bound, summaries_.pages_capacity() * c_.page_size));
   pages_bound_ = std::max(most.n_pages, plan_.n_pages);
   select_bound_ = std::max(most.n_selected, plan_.n_selected);
+  if (prr_) prr_->begin(step_, plan_, most, n_keys);
   if (!selects_on_backend() || c_.check_error) return 0;
   return plan_.dense ? 1 : 2;
 }
@@ -244,8 +254,21 @@ void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
   retro_->keep(layer, out, lse);
 }
 
+void sparse_attention::observe_prefill(int32_t layer, const tensor& q, const batch_meta& m) {
+  if (prr_ && kind_ == batch_kind::prefill) prr_->remember(layer, q, m);
+}
+
+void sparse_attention::end_prefill() {
+  if (!prr_ || !prr_->calibration_pending()) return;
+  for (int32_t l = c_.dense_layers; l < hp_.n_layers; ++l)
+    prr_->calibrate(l, summaries_.layer(l), summaries_.pages_capacity());
+  prr_->calibration_done();
+}
+
 void sparse_attention::commit() {
-  if (!retro_ || (kind_ != batch_kind::decode && kind_ != batch_kind::retro)) return;
+  if (kind_ != batch_kind::decode && kind_ != batch_kind::retro) return;
+  if (prr_) prr_->end_step();
+  if (!retro_) return;
   std::vector<int32_t> keys(stats_.size());
   for (size_t i = 0; i < stats_.size(); ++i) keys[i] = stats_[i].sparse ? stats_[i].keys_attended : 0;
   retro_->end_step(keys);
@@ -270,10 +293,28 @@ void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view&
   }
   const bool group = c_.granularity == select_granularity::per_group;
   if (selects_on_backend()) {
-    // Quest: scores, top pages and attention over them, all on the backend.
+    // Quest: scores, top pages and attention over them, all on the backend. With PRR the
+    // predicted pages are attended first and the missed ones repaired after the selection.
+    if (prr_) prr_->speculate(layer, q, kv, scale_, out, lse);
     select(layer, q);
-    be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group,
-                        selected_, select_bound_, plan_t_, scale_, out, lse);
+    if (prr_) {
+      page_selection a;
+      a.pages = &selected_;
+      a.select_bound = select_bound_;
+      a.plan = &plan_t_;
+      a.page_size = c_.page_size;
+      a.group_mean = group;
+      prr_->repair(layer, q, kv, a, page_scores_, pages_bound_, scale_, out, lse);
+      if (c_.prr == speculation::superset) {
+        // The wasted pages were attended too (full pages: the newest is always selected).
+        const int32_t per_group = hp_.n_heads / hp_.n_kv_heads;
+        for (int32_t h = 0; h < hp_.n_heads; ++h)
+          hs[h].keys_attended += prr_->last_wasted()[static_cast<size_t>(group ? h / per_group : h)] * c_.page_size;
+      }
+    } else {
+      be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group,
+                          selected_, select_bound_, plan_t_, scale_, out, lse);
+    }
   } else {
     // The deterministic sets: Quest's pages, or the top tokens by exact score.
     if (c_.method == sparse_method::oracle ||

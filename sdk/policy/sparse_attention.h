@@ -29,6 +29,7 @@
 #include "memory/kv_memory.h"
 #include "model/hparams.h"
 #include "policy/page_summaries.h"
+#include "policy/prr.h"
 #include "policy/quest.h"
 #include "policy/retro.h"
 #include "policy/sparse_config.h"
@@ -61,6 +62,10 @@ class sparse_attention {
   void refresh(int32_t layer, const kv_view& kv, const batch_meta& m);
   // Recomputes every page of the layer's first n_keys slots (a resumed session).
   void rebuild(int32_t layer, const kv_view& kv, int64_t n_keys);
+  // A prefill batch's rows reached the layer's attention (q rotated): PRR calibrates on them.
+  void observe_prefill(int32_t layer, const tensor& q, const batch_meta& m);
+  // A prefill call's last batch completed: PRR fits its predictor on the rows kept above.
+  void end_prefill();
 
   // q [n][n_heads][head_dim] rotated; kv the layer's cache with keys after RoPE, slots
   // [0, m.n_keys) valid (the new token's included). The decode row is the last; with
@@ -75,6 +80,8 @@ class sparse_attention {
   int32_t retro_rows() const { return retro_ ? retro_->held() : 0; }
   const retro* retro_state() const { return retro_.get(); }
   retro* mutable_retro() { return retro_.get(); }
+  const prr* prr_state() const { return prr_.get(); }
+  prr* mutable_prr() { return prr_.get(); }
 
   // The last decode step's figures: one head_stat per (layer, query head), layer-major.
   const std::vector<head_stat>& head_stats() const { return stats_; }
@@ -134,6 +141,7 @@ class sparse_attention {
   std::vector<int32_t> offsets_, slots_, host_pages_;
   std::vector<float> log_w_, host_a_, host_b_, host_c_, host_d_, host_e_, host_f_;
   std::unique_ptr<retro> retro_;  // RetroAttention, when c.retro_window > 0
+  std::unique_ptr<prr> prr_;      // PRR, when c.prr is not none
 };
 
 }  // namespace sa

@@ -8,6 +8,7 @@ namespace sa {
 enum class sparse_method { none, quest, vattention, oracle };
 enum class select_granularity { per_head, per_group };  // Quest / ReSA
 enum class topk_source { quest, oracle };               // vAttention's deterministic top-k
+enum class speculation { none, superset, strict };      // PRR and its two outputs
 
 struct sparse_config {
   sparse_method method = sparse_method::none;
@@ -26,6 +27,9 @@ struct sparse_config {
   topk_source topk = topk_source::quest;
   bool check_error = false;
   int32_t retro_window = 0;      // RetroAttention's window w (>= 2); 0 = off
+  speculation prr = speculation::none;
+  float prr_ratio = 1.0f;        // PRR's r: predicted pages per page Quest picks by score
+  int32_t prr_calib_rows = 64;   // prefill rows a calibration replays (the chunk's last)
   uint64_t seed = 0;             // vAttention's sampling stream (the session's seed)
 
   bool enabled() const { return method != sparse_method::none; }

@@ -77,6 +77,8 @@ session::session(std::shared_ptr<const model> m, const session_config& c)
   if (config_.sparse.retro_window > 0 && std::string_view(backend_->name()) != "cpu")
     fail(SA_ERR_UNSUPPORTED, "RetroAttention runs on the CPU backend only in this version, not on %s",
          backend_->name());
+  if (config_.sparse.prr != speculation::none && std::string_view(backend_->name()) != "cpu")
+    fail(SA_ERR_UNSUPPORTED, "PRR runs on the CPU backend only in this version, not on %s", backend_->name());
   if (config_.sparse.enabled()) {
     const auto& dense = static_cast<const dense_memory&>(*memory_);
     sparse_ = std::make_unique<sparse_attention>(*backend_, step_, model_->hp(), config_.sparse,
@@ -118,6 +120,7 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress, 
         fail(SA_ERR_CANCELLED, "prefill cancelled by the progress callback after %zu of %zu tokens",
              done, tokens.size());
     }
+    if (sparse_) sparse_->end_prefill();
     backend_->synchronize();  // a device fault surfaces here, before the call reports success
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
     logits_state_ = logits_state::on_backend;
@@ -259,15 +262,19 @@ void session::restore_history(std::vector<int32_t> tokens, std::vector<float> lo
 }
 
 void session::write_policy_state(state_writer& w) const {
-  if (!sparse_ || !sparse_->retro_state()) return;
+  if (!sparse_) return;
   backend_->bind_thread();
+  if (sparse_->prr_state()) sparse_->prr_state()->write_state(w);
+  if (!sparse_->retro_state()) return;
   const int64_t pages = (memory_->stats().tokens_held + config_.sparse.page_size - 1) / config_.sparse.page_size;
   sparse_->retro_state()->write_state(w, pages);
 }
 
 void session::read_policy_state(state_reader& r) {
-  if (!sparse_ || !sparse_->mutable_retro()) return;
+  if (!sparse_) return;
   backend_->bind_thread();
+  if (sparse_->mutable_prr()) sparse_->mutable_prr()->read_state(r);
+  if (!sparse_->mutable_retro()) return;
   const int64_t pages = (memory_->stats().tokens_held + config_.sparse.page_size - 1) / config_.sparse.page_size;
   sparse_->mutable_retro()->read_state(r, pages);
 }
@@ -305,6 +312,12 @@ session_stats session::stats() const {
   }
   s.n_rectified = n_rectified_;
   if (sparse_ && sparse_->retro_state()) s.retro_effective_budget = sparse_->retro_state()->stats().effective_budget();
+  if (sparse_ && sparse_->prr_state()) {
+    const prr_stats& p = sparse_->prr_state()->stats();
+    s.prr_hit_rate = p.hit_rate();
+    s.prr_missed_pages = p.missed_per_selection();
+    s.prr_calibration_ms = p.calibration_ms;
+  }
   return s;
 }
 

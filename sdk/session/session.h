@@ -63,6 +63,7 @@ struct session_stats {
   uint64_t sparse_keys_attended = 0, sparse_keys_total = 0, n_rectified = 0;
   double last_call_ms = 0;
   double retro_effective_budget = 0;  // RetroAttention's mean effective KV budget; 0 without it
+  double prr_hit_rate = 0, prr_missed_pages = 0, prr_calibration_ms = 0;  // PRR's
 };
 
 // Return false to cancel a prefill.
@@ -133,8 +134,8 @@ class session {
     n_rectified_ = r[1];
   }
   bool usable() const { return broken_.empty(); }
-  // State of the sparse policy beyond the memory (RetroAttention's window and stamps), as
-  // blobs next to the memory's; nothing without it.
+  // State of the sparse policy beyond the memory (RetroAttention's window and stamps, PRR's
+  // predictor and fitted parameters), as blobs next to the memory's; nothing without them.
   void write_policy_state(state_writer& w) const;
   void read_policy_state(state_reader& r);
   // A resumed session: the history and logits that go with the memory restored separately

@@ -33,6 +33,8 @@ constexpr choice<sparse_method> k_methods[] = {{sparse_method::none, "none"},
                                                {sparse_method::quest, "quest"},
                                                {sparse_method::vattention, "vattention"},
                                                {sparse_method::oracle, "oracle"}};
+constexpr choice<speculation> k_speculations[] = {
+    {speculation::none, "none"}, {speculation::superset, "prr_superset"}, {speculation::strict, "prr_strict"}};
 constexpr choice<select_granularity> k_granularities[] = {
     {select_granularity::per_head, "per_head"}, {select_granularity::per_group, "per_group"}};
 constexpr choice<topk_source> k_topks[] = {{topk_source::quest, "quest"},
@@ -161,6 +163,9 @@ const std::vector<std::pair<const char*, field>>& fields() {
       {"vatt_topk", SA_CHOICE(sparse.topk, k_topks)},
       {"check_error", SA_BOOL(sparse.check_error)},
       {"retro_window", SA_INT(sparse.retro_window)},
+      {"prr", SA_CHOICE(sparse.prr, k_speculations)},
+      {"prr_ratio", SA_FLOAT(sparse.prr_ratio)},
+      {"prr_calib_rows", SA_INT(sparse.prr_calib_rows)},
       {"sparse_seed", SA_U64(sparse.seed)},
       {"temperature", SA_FLOAT(sampling.temperature)},
       {"top_k", SA_INT(sampling.top_k)},

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <random>
 
+#include "gguf/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/unicode.h"
@@ -122,6 +123,11 @@ void write_tiny_model(const std::string& path, const tiny_model_options& o) {
     throw std::runtime_error("cannot write " + path);
   }
   std::fclose(f);
+}
+
+std::shared_ptr<const sa::model> tiny_model(const tiny_model_options& o) {
+  const std::vector<uint8_t> bytes = tiny_model_bytes(o);
+  return sa::model::from_file(sa::gguf::file::from_memory(bytes.data(), bytes.size()));
 }
 
 std::vector<int32_t> token_stream(size_t n, uint32_t seed) {

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/model.h"
 
 namespace sa_test {
 
@@ -33,6 +35,9 @@ std::vector<std::string> tiny_merges();
 // The model as GGUF bytes / written to a file.
 std::vector<uint8_t> tiny_model_bytes(const tiny_model_options& o);
 void write_tiny_model(const std::string& path, const tiny_model_options& o);
+
+// The model loaded from those bytes in memory.
+std::shared_ptr<const sa::model> tiny_model(const tiny_model_options& o);
 
 // n pseudo-random plain tokens of the tiny vocabulary (no control tokens), fixed by seed.
 std::vector<int32_t> token_stream(size_t n, uint32_t seed);

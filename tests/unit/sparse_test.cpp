@@ -12,13 +12,13 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
-#include "gguf/gguf_reader.h"
 #include "memory/dense_memory.h"
 #include "policy/quest.h"
 #include "policy/sparse_attention.h"
 #include "policy/vattention.h"
 #include "sa/sa.h"
 #include "session/session.h"
+#include "session_checks.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -333,13 +333,7 @@ TEST(oracle, attends_the_forced_pages_and_the_top_tokens_by_exact_score) {
 
 // ---- sessions ------------------------------------------------------------------------------
 
-std::shared_ptr<const sa::model> tiny() {
-  sa_test::tiny_model_options o;
-  o.n_ctx_train = 2048;
-  o.n_layers = 3;
-  const std::vector<uint8_t> bytes = sa_test::tiny_model_bytes(o);
-  return sa::model::from_file(sa::gguf::file::from_memory(bytes.data(), bytes.size()));
-}
+std::shared_ptr<const sa::model> tiny() { return sa_test::tiny_model({.n_layers = 3, .n_ctx_train = 2048}); }
 
 std::vector<int32_t> text(size_t n, uint32_t seed) { return sa_test::token_stream(n, seed); }
 
@@ -352,27 +346,16 @@ sa::session_config full(sa::sparse_method m) {
   return c;
 }
 
-// Greedy-decodes n tokens; returns the logits after each.
-std::vector<std::vector<float>> decode(sa::session& s, const std::vector<int32_t>& prompt, int n) {
-  s.prefill(prompt, nullptr);
-  std::vector<std::vector<float>> all;
-  for (int i = 0; i < n; ++i) {
-    s.decode(s.sample());
-    all.push_back(s.logits());
-  }
-  return all;
-}
-
 TEST(sparse_session, full_budget_equals_dense_decoding_bitwise) {
   const auto m = tiny();
   const std::vector<int32_t> prompt = text(300, 1);
   sa::session dense(m, full(sa::sparse_method::none));
-  const auto want = decode(dense, prompt, 12);
+  const auto want = sa_test::greedy_logits(dense, prompt, 12);
   for (sa::sparse_method method : {sa::sparse_method::quest, sa::sparse_method::vattention}) {
     sa::session_config c = full(method);
     c.sparse.budget_ratio = 1.0f;
     sa::session s(m, c);
-    EXPECT_EQ(decode(s, prompt, 12), want);
+    EXPECT_EQ(sa_test::greedy_logits(s, prompt, 12), want);
   }
 }
 
@@ -380,12 +363,12 @@ TEST(sparse_session, vattention_at_tiny_epsilon_samples_everything_and_equals_de
   const auto m = tiny();
   const std::vector<int32_t> prompt = text(400, 2);
   sa::session dense(m, full(sa::sparse_method::none));
-  const auto want = decode(dense, prompt, 10);
+  const auto want = sa_test::greedy_logits(dense, prompt, 10);
   sa::session_config c = full(sa::sparse_method::vattention);
   c.sparse.budget_tokens = 32;
   c.sparse.epsilon = 1e-6f;
   sa::session s(m, c);
-  const auto got = decode(s, prompt, 10);
+  const auto got = sa_test::greedy_logits(s, prompt, 10);
   for (size_t i = 0; i < want.size(); ++i)
     for (size_t j = 0; j < want[i].size(); ++j)
       ASSERT_NEAR(got[i][j], want[i][j], 2e-4 * (1 + std::fabs(want[i][j]))) << i;

@@ -1,0 +1,125 @@
+// PRR — predict, reuse, repair (speculative page selection for Quest). Selection (scoring every
+// page, then the top-k) sits on a decode step's critical path before attention can start. PRR
+// predicts the pages from their past scores, attends the predicted set P while the real
+// selection A runs, then attends the missed pages A \ P and merges the two partials by
+// log-sum-exp:
+//   superset (the paper): the output is attention over P ∪ A (the wasted pages P \ A stay as
+//                         extra context);
+//   strict:               the output is attention over (P ∩ A) ∪ (A \ P) = A, Quest's own output
+//                         to floating-point tolerance.
+// On the CPU the same computation runs in order (the same results, no overlap).
+//
+// The predictor, per (layer, ranker, page): Holt's linear method with a damped trend,
+//   forecast   ŝ = level + φ · trend
+//   update     level' = α s + (1 − α) ŝ,  trend' = β (level' − level) + (1 − β) φ trend
+// where s is the page's Quest score at this step; a page's first observation sets level = s,
+// trend = 0, and a page never observed is forecast +inf (it is always in P). P = the forced
+// pages + the ceil(r · take) best others by forecast (take = the pages Quest picks by score).
+//
+// Calibration, per prompt and layer: the last calib_rows rows of a prefill (its last chunk) are
+// treated as decode steps; their Quest scores (the chunk's page summaries) replay the predictor for every
+// (α, β, φ) of a grid, and the one with the best score-weighted hit rate — over each row's
+// pages picked by score, Σ_{P∩A} w / Σ_A w with w = exp((s − max s) / sqrt(head_dim)), the
+// bound read as an attention logit — is kept; the replay with it leaves the state the decode
+// steps continue from.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/step_buffer.h"
+#include "memory/kv_memory.h"
+#include "memory/memory_state.h"
+#include "model/hparams.h"
+#include "policy/quest.h"
+#include "policy/retro.h"
+#include "policy/sparse_config.h"
+
+namespace sa {
+
+struct prr_theta {
+  float alpha = 0.5f, beta = 0.1f, phi = 0.8f;
+};
+
+struct prr_stats {
+  uint64_t selections = 0;  // (sparse layer, ranker) selections of decode steps
+  uint64_t selected = 0;    // pages they picked by score (forced pages left out)
+  uint64_t hits = 0;        // of them, predicted
+  uint64_t wasted = 0;      // predicted pages not picked
+  double calibration_ms = 0;  // the last calibration (all layers)
+  int32_t grid = 0;           // (α, β, φ) candidates per layer
+  double hit_rate() const { return selected ? static_cast<double>(hits) / static_cast<double>(selected) : 0.0; }
+  // Pages attended after the selection, per (layer, ranker) selection.
+  double missed_per_selection() const {
+    return selections ? static_cast<double>(selected - hits) / static_cast<double>(selections) : 0.0;
+  }
+};
+
+class prr {
+ public:
+  prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_rankers, int64_t pages_capacity);
+
+  // A decode step with Quest's plan for n_keys keys: P's plan goes into the step buffer.
+  // most: the plan at the attention bucket's bound (launch shapes).
+  void begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys);
+  // Layer `layer`, before the selection: P, and with the superset mode its attention into
+  // out [n_heads][head_dim], lse [n_heads].
+  void speculate(int32_t layer, const tensor& q, const kv_view& kv, float scale, const tensor& out,
+                 const tensor& lse);
+  // After the selection A (its pages, plan and scores [n_rankers][scores_stride]): the predictor
+  // learns the scores, and out/lse become attention over P ∪ A (superset) or A (strict).
+  void repair(int32_t layer, const tensor& q, const kv_view& kv, const page_selection& a,
+              const tensor& scores, int64_t scores_stride, float scale, const tensor& out,
+              const tensor& lse);
+  // The predicted pages the last repair() found unselected, per ranker (the superset mode
+  // attends them: keys_attended counts them).
+  const std::vector<int32_t>& last_wasted() const { return wasted_; }
+  // The decode step completed: pages up to its newest now have state.
+  void end_step();
+
+  // A prefill batch's last rows (q rotated) are kept for the calibration, which runs once at
+  // the end of the prefill call (calibrate), on the last batch's rows: a long prompt pays once.
+  void remember(int32_t layer, const tensor& q, const batch_meta& m);
+  bool calibration_pending() const { return pending_; }
+  // The calibration of `layer` on the remembered rows; summaries: the layer's page summaries.
+  void calibrate(int32_t layer, const tensor& summaries, int64_t summaries_capacity);
+  void calibration_done() { pending_ = false; }
+
+  const prr_stats& stats() const { return stats_; }
+  const std::vector<prr_theta>& theta() const { return theta_; }
+
+  // Persistence (blobs "prr/..."): θ per layer, the state of pages [0, n_observed), statistics.
+  void write_state(state_writer& w) const;
+  void read_state(state_reader& r);
+
+ private:
+  // The grid search of one layer over host scores rows[t][ranker][page]; returns the best θ
+  // and leaves its final state in level/trend [ranker][page].
+  prr_theta fit(const std::vector<std::vector<float>>& rows, const std::vector<int64_t>& n_keys,
+                std::vector<float>& level, std::vector<float>& trend) const;
+
+  backend& be_;
+  const hparams& hp_;
+  sparse_config c_;
+  int32_t n_rankers_;
+  int64_t pages_capacity_;
+  std::vector<buffer_ptr> buffers_;
+  tensor state_;      // f32 [n_layers][n_rankers][pages_capacity][2]
+  tensor forecast_;   // f32 [n_rankers][pages_capacity]: scratch of predict_pages
+  tensor predicted_;  // i32 [n_rankers][pages_capacity]: P
+  tensor masked_;     // i32 [n_rankers][pages_capacity]: A \ P, or A ∩ P
+  tensor out_b_, lse_b_;
+  tensor plan_p_;     // the step's {n_keys, n_pages, n_selected_P, take_P, n_observed}
+  tensor calib_q_;    // f32 [n_layers][calib_rows][n_heads * head_dim]: the remembered rows
+  int64_t calib_n_ = 0, calib_first_keys_ = 0;  // rows remembered; keys the first one saw
+  bool pending_ = false;
+  int64_t select_bound_p_ = 0;
+  page_plan plan_;    // Quest's plan of the step
+  int64_t n_pages_ = 0, n_observed_ = 0, take_p_ = 0;
+  std::vector<prr_theta> theta_;
+  std::vector<int32_t> host_a_, host_p_, wasted_;
+  prr_stats stats_;
+};
+
+}  // namespace sa

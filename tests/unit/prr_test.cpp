@@ -1,0 +1,220 @@
+// PRR: the predictor's ops against hand-computed cases, the strict mode against plain Quest,
+// the superset mode at a ratio that predicts every page against dense decoding, calibration's
+// figures, a bitwise resume and the C ABI's settings.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "sa/sa.h"
+#include "session/session.h"
+#include "session_checks.h"
+#include "test_util.h"
+#include "tiny_model.h"
+
+namespace {
+
+struct op_harness {
+  std::unique_ptr<sa::backend> be = sa::make_backend(sa::backend_kind::cpu, 0, 1);
+  sa::step_buffer meta{*be};
+  std::vector<sa::buffer_ptr> owned;
+  sa::tensor floats(const std::vector<float>& h, int64_t cols, int64_t rows) {
+    sa::tensor t = sa::new_f32_tensor(*be, owned, cols, rows);
+    be->upload(*t.buf, 0, h.data(), h.size() * sizeof(float));
+    return t;
+  }
+  sa::tensor ints(const std::vector<int32_t>& h, int64_t cols, int64_t rows) {
+    sa::tensor t = sa::new_tensor(*be, owned, sa::dtype::i32, cols, rows);
+    be->upload(*t.buf, 0, h.data(), h.size() * sizeof(int32_t));
+    return t;
+  }
+  template <typename T>
+  std::vector<T> get(const sa::tensor& t, size_t n) {
+    std::vector<T> h(n);
+    be->download(*t.buf, t.offset, h.data(), n * sizeof(T));
+    return h;
+  }
+};
+
+TEST(prr_ops, the_forecast_ranks_pages_and_unobserved_pages_come_first) {
+  op_harness h;
+  // 1 ranker, 8 pages of capacity, 6 pages held, 4 observed; sink 1, local 1; take 2.
+  const std::vector<float> state = {0, 0,  5, -1,  1, 2,  3, 0,  0, 0,  0, 0,  0, 0,  0, 0};
+  const sa::tensor st = h.floats(state, 16, 1);
+  const sa::tensor plan = h.ints({90, 6, 4, 2, 4}, 5, 1);
+  const sa::tensor scores = h.floats(std::vector<float>(8), 8, 1), pages = h.ints(std::vector<int32_t>(8, -7), 8, 1);
+  // phi 0.5: page 1 -> 4.5, page 2 -> 2, page 3 -> 3, page 4 never observed -> +inf; forced 0 and 5.
+  h.be->predict_pages(st, 8, 1, 0.5f, 1, 1, plan, 8, scores, pages, 8);
+  EXPECT_EQ(h.get<int32_t>(pages, 4), (std::vector<int32_t>{0, 1, 4, 5}));
+  const std::vector<float> f = h.get<float>(scores, 6);
+  EXPECT_FLOAT_EQ(f[1], 4.5f);
+  EXPECT_FLOAT_EQ(f[2], 2.0f);
+  EXPECT_EQ(f[4], std::numeric_limits<float>::infinity());
+}
+
+TEST(prr_ops, the_update_is_damped_trend_holt_and_new_pages_start_flat) {
+  op_harness h;
+  const std::vector<float> state = {2, 1,  4, -2,  0, 0};  // 3 pages of capacity, 2 observed
+  const sa::tensor st = h.floats(state, 6, 1);
+  const sa::tensor s = h.floats({3, 1, 7}, 3, 1);
+  const sa::tensor plan = h.ints({40, 3, 3, 1, 2}, 5, 1);
+  const float a = 0.5f, b = 0.25f, phi = 0.8f;
+  h.be->update_predictor(st, 3, 1, s, 3, plan, a, b, phi);
+  const std::vector<float> got = h.get<float>(st, 6);
+  // page 0: forecast 2.8, level 0.5*3 + 0.5*2.8 = 2.9, trend 0.25*(2.9-2) + 0.75*0.8*1 = 0.825
+  EXPECT_FLOAT_EQ(got[0], 2.9f);
+  EXPECT_FLOAT_EQ(got[1], 0.825f);
+  // page 1: forecast 2.4, level 0.5 + 1.2 = 1.7, trend 0.25*(1.7-4) + 0.75*0.8*(-2) = -1.775
+  EXPECT_FLOAT_EQ(got[2], 1.7f);
+  EXPECT_FLOAT_EQ(got[3], -1.775f);
+  // page 2: first observation
+  EXPECT_FLOAT_EQ(got[4], 7.0f);
+  EXPECT_FLOAT_EQ(got[5], 0.0f);
+}
+
+TEST(prr_ops, masks_keep_the_shared_or_the_missed_pages_and_attention_skips_the_rest) {
+  op_harness h;
+  // 2 rankers: A = {0, 3, 5, 9}, {0, 2, 4, 9}; P = {0, 5, 7, 9}, {0, 1, 2, 9} (bounds 4).
+  const sa::tensor a = h.ints({0, 3, 5, 9, 0, 2, 4, 9}, 4, 2), p = h.ints({0, 5, 7, 9, 0, 1, 2, 9}, 4, 2);
+  const sa::tensor plan = h.ints({150, 10, 4, 2}, 4, 1), out = h.ints(std::vector<int32_t>(8), 4, 2);
+  h.be->mask_pages(a, 4, plan, p, 4, plan, 2, false, out);
+  EXPECT_EQ(h.get<int32_t>(out, 8), (std::vector<int32_t>{-1, 3, -1, -1, -1, -1, 4, -1}));
+  h.be->mask_pages(a, 4, plan, p, 4, plan, 2, true, out);
+  EXPECT_EQ(h.get<int32_t>(out, 8), (std::vector<int32_t>{0, -1, 5, 9, 0, 2, -1, 9}));
+  // attention_pages over {0, 5, 9} with a -1 equals attention over the table {0, 5, 9}.
+  const int32_t hd = 8, cap = 160;
+  std::vector<float> kh(static_cast<size_t>(cap * hd)), vh(kh.size()), qh(static_cast<size_t>(hd));
+  for (size_t i = 0; i < kh.size(); ++i) kh[i] = std::sin(0.37f * static_cast<float>(i)), vh[i] = std::cos(0.11f * static_cast<float>(i));
+  for (size_t i = 0; i < qh.size(); ++i) qh[i] = 0.3f * static_cast<float>(i) - 1;
+  const sa::tensor k = h.floats(kh, hd, cap), v = h.floats(vh, hd, cap), q = h.floats(qh, hd, 1);
+  const sa::kv_view kv{&k, &v, cap, 0, nullptr};
+  const sa::tensor masked = h.ints({0, -1, 5, 9}, 4, 1), plain = h.ints({0, 5, 9}, 3, 1);
+  const sa::tensor plan3 = h.ints({150, 10, 3, 1}, 4, 1);
+  const sa::tensor o1 = h.floats(std::vector<float>(hd), hd, 1), l1 = h.floats({0}, 1, 1);
+  const sa::tensor o2 = h.floats(std::vector<float>(hd), hd, 1), l2 = h.floats({0}, 1, 1);
+  h.be->attention_pages(q, kv, 1, 1, hd, 16, false, masked, 4, plan, 0.5f, o1, l1);
+  h.be->attention_pages(q, kv, 1, 1, hd, 16, false, plain, 3, plan3, 0.5f, o2, l2);
+  EXPECT_EQ(h.get<float>(o1, hd), h.get<float>(o2, hd));
+  EXPECT_EQ(h.get<float>(l1, 1), h.get<float>(l2, 1));
+}
+
+// ---- sessions ------------------------------------------------------------------------------
+
+std::shared_ptr<const sa::model> tiny() { return sa_test::tiny_model({.n_layers = 3, .n_ctx_train = 2048}); }
+
+sa::session_config quest(sa::speculation mode) {
+  sa::session_config c;
+  c.n_threads = 2;
+  c.n_ctx = 1024;
+  c.sparse.method = sa::sparse_method::quest;
+  c.sparse.dense_layers = 0;
+  c.sparse.budget_tokens = 48;
+  c.sparse.prr = mode;
+  return c;
+}
+
+std::vector<std::vector<float>> teacher_forced(sa::session& s, const std::vector<int32_t>& prompt,
+                                               const std::vector<int32_t>& gen) {
+  s.prefill(prompt, nullptr);
+  std::vector<std::vector<float>> all;
+  for (int32_t t : gen) {
+    s.decode(t);
+    all.push_back(s.logits());
+  }
+  return all;
+}
+
+TEST(prr_session, strict_mode_gives_quests_output) {
+  const auto m = tiny();
+  const std::vector<int32_t> prompt = sa_test::token_stream(400, 1), gen = sa_test::token_stream(16, 2);
+  for (sa::select_granularity g : {sa::select_granularity::per_head, sa::select_granularity::per_group}) {
+    sa::session_config qc = quest(sa::speculation::none);
+    qc.sparse.granularity = g;
+    sa::session plain(m, qc);
+    qc.sparse.prr = sa::speculation::strict;
+    qc.sparse.prr_ratio = 0.5f;  // so that some pages are missed and repaired
+    sa::session prr(m, qc);
+    const auto want = teacher_forced(plain, prompt, gen), got = teacher_forced(prr, prompt, gen);
+    for (size_t i = 0; i < want.size(); ++i)
+      for (size_t j = 0; j < want[i].size(); ++j)
+        ASSERT_NEAR(got[i][j], want[i][j], 1e-4 * (1 + std::fabs(want[i][j]))) << "step " << i;
+    const sa::session_stats st = prr.stats();
+    EXPECT_LT(st.prr_hit_rate, 1.0) << "at ratio 0.5 the repair must have had work";
+    EXPECT_GT(st.prr_missed_pages, 0.0);
+  }
+}
+
+TEST(prr_session, superset_mode_predicting_every_page_is_dense_attention) {
+  const auto m = tiny();
+  const std::vector<int32_t> prompt = sa_test::token_stream(300, 3), gen = sa_test::token_stream(12, 4);
+  sa::session_config dc = quest(sa::speculation::none);
+  dc.sparse.method = sa::sparse_method::none;
+  sa::session dense(m, dc);
+  sa::session_config pc = quest(sa::speculation::superset);
+  pc.sparse.budget_tokens = 64;  // 2 pages by score: 16 x 2 covers the 17 unforced pages
+  pc.sparse.prr_ratio = 16.0f;   // every unforced page predicted: P ∪ A = every page
+  sa::session prr(m, pc);
+  const auto want = teacher_forced(dense, prompt, gen), got = teacher_forced(prr, prompt, gen);
+  for (size_t i = 0; i < want.size(); ++i)
+    for (size_t j = 0; j < want[i].size(); ++j)
+      ASSERT_NEAR(got[i][j], want[i][j], 1e-4 * (1 + std::fabs(want[i][j]))) << "step " << i;
+  EXPECT_EQ(prr.stats().prr_hit_rate, 1.0);
+  EXPECT_EQ(prr.stats().prr_missed_pages, 0.0);
+  // At ratio 1 the superset differs from Quest (its wasted pages are extra context).
+  sa::session_config qc = quest(sa::speculation::none);
+  sa::session plain(m, qc);
+  pc.sparse.prr_ratio = 1.0f;
+  sa::session one(m, pc);
+  EXPECT_NE(teacher_forced(plain, prompt, gen), teacher_forced(one, prompt, gen));
+  EXPECT_GT(one.stats().prr_calibration_ms, 0.0);
+}
+
+// ---- the C ABI -------------------------------------------------------------------------------
+
+class prr_api : public sa_test::tiny_model_api {};
+
+TEST_F(prr_api, settings_are_checked_and_unsupported_combinations_named) {
+  EXPECT_EQ(p_.speculation, SA_SPECULATION_NONE);
+  EXPECT_EQ(p_.prr_mode, SA_PRR_SUPERSET);
+  EXPECT_EQ(p_.prr_ratio, 1.0f);
+  sa_session* s = nullptr;
+  p_.speculation = SA_SPECULATION_PRR;  // without Quest
+  EXPECT_EQ(sa_session_create(model_, &p_, &s), SA_ERR_INVALID_ARG);
+  p_.sparse = SA_SPARSE_ORACLE;
+  EXPECT_EQ(sa_session_create(model_, &p_, &s), SA_ERR_UNSUPPORTED);
+  p_.sparse = SA_SPARSE_QUEST;
+  p_.prr_ratio = 0.0f;
+  EXPECT_EQ(sa_session_create(model_, &p_, &s), SA_ERR_INVALID_ARG);
+  p_.prr_ratio = 1.0f;
+  p_.prr_mode = 5;
+  EXPECT_EQ(sa_session_create(model_, &p_, &s), SA_ERR_INVALID_ARG);
+  p_.prr_mode = SA_PRR_SUPERSET;
+  p_.speculation = 9;
+  EXPECT_EQ(sa_session_create(model_, &p_, &s), SA_ERR_INVALID_ARG);
+  p_.speculation = SA_SPECULATION_PRR;
+  p_.correction = SA_CORRECTION_RETRO;  // Retro with the superset: unsupported
+  EXPECT_EQ(sa_session_create(model_, &p_, &s), SA_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(sa_last_error()).find("strict"), std::string::npos) << sa_last_error();
+  p_.prr_mode = SA_PRR_STRICT;  // ... and with the strict mode it composes
+  ASSERT_EQ(sa_session_create(model_, &p_, &s), SA_OK) << sa_last_error();
+  sa_session_destroy(s);
+}
+
+TEST_F(prr_api, a_saved_session_resumes_its_predictor_bitwise) {
+  p_.sparse = SA_SPARSE_QUEST;
+  p_.budget_tokens = 32;
+  p_.dense_layers = 0;
+  p_.speculation = SA_SPECULATION_PRR;
+  p_.store_path = db_.c_str();
+  p_.session_id = "prr";
+  const sa_test::resume_stats st = sa_test::expect_bitwise_resume(
+      model_, p_, sa_test::token_stream(200, 5), sa_test::token_stream(12, 6), 6);
+  EXPECT_GT(st.saved.prr_hit_rate, 0.0);
+  EXPECT_LE(st.saved.prr_hit_rate, 1.0);
+  EXPECT_EQ(st.resumed.prr_hit_rate, st.saved.prr_hit_rate);
+  EXPECT_EQ(st.resumed.prr_missed_pages, st.saved.prr_missed_pages);
+}
+
+}  // namespace
