@@ -88,6 +88,8 @@ class session {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const model& get_model() const { return *model_; }
   const kv_memory& memory() const { return *memory_; }
+  // The query-aware sparsity policy, or nullptr without it.
+  const sparse_attention* sparse() const { return sparse_.get(); }
   const backend& get_backend() const { return *backend_; }
   const device_weights& weights() const { return *weights_; }
   session_stats stats() const;

@@ -324,6 +324,25 @@ TEST(retro_session, corrects_past_tokens_kv_and_restarts_its_window_after_a_pref
   EXPECT_EQ(retro.tokens().size(), 400u + 10u + 5u + 1u);
 }
 
+TEST(retro_session, composes_with_rectification_which_restarts_the_window) {
+  const auto m = tiny();
+  sa::session_config c = quest(4);
+  c.sparse.budget_tokens = 48;
+  c.sparse.granularity = sa::select_granularity::per_group;
+  c.sparse.rectify_every = 5;
+  sa::session s(m, c);
+  s.prefill(sa_test::token_stream(300, 7), nullptr);
+  const std::vector<int32_t> gen = sa_test::token_stream(12, 8);
+  for (size_t i = 0; i < gen.size(); ++i) {
+    s.decode(gen[i]);
+    // Steps 5 and 10 rectify, which empties the window; it refills one token per step.
+    const int32_t since = static_cast<int32_t>((i + 1) % 5);
+    EXPECT_EQ(s.sparse()->retro_rows(), std::min(since, 3)) << "after step " << i + 1;
+  }
+  EXPECT_EQ(s.stats().n_rectified, 10u);
+  EXPECT_GT(s.stats().retro_effective_budget, 1.0);
+}
+
 TEST(retro_session, the_effective_budget_grows_with_the_window) {
   const auto m = tiny();
   const std::vector<int32_t> prompt = sa_test::token_stream(600, 5);
