@@ -39,7 +39,9 @@ void choose_backend(const sa_session_params& p, sa::session_config& c) {
         sa::fail(SA_ERR_INVALID_ARG, "device %d with SA_BACKEND_AUTO: name the backend kind too",
                  p.device);
       // The first CUDA device, else the first Vulkan GPU (not one run by the CPU), else the CPU.
+      // RetroAttention and PRR run on the CPU only in this version: AUTO picks it for them.
       c.backend = sa::backend_kind::cpu;
+      if (p.correction != SA_CORRECTION_NONE || p.speculation != SA_SPECULATION_NONE) return;
       if (!sa::list_devices(sa::backend_kind::cuda).empty()) {
         c.backend = sa::backend_kind::cuda;
         return;

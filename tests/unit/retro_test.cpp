@@ -385,6 +385,7 @@ TEST_F(retro_api, settings_are_checked_and_unsupported_combinations_named) {
   p_.correction = SA_CORRECTION_RETRO;
   p_.budget_tokens = 32;
   p_.dense_layers = 0;
+  p_.backend = SA_BACKEND_AUTO;  // the CPU: Retro runs there only in this version
   ASSERT_EQ(sa_session_create(model_, &p_, &s), SA_OK) << sa_last_error();
   const std::vector<int32_t> prompt = sa_test::token_stream(200, 6);
   ASSERT_EQ(sa_prefill(s, prompt.data(), prompt.size(), nullptr, nullptr), SA_OK);
@@ -397,6 +398,7 @@ TEST_F(retro_api, settings_are_checked_and_unsupported_combinations_named) {
   st.struct_size = sizeof st;
   ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
   EXPECT_GT(st.retro_effective_budget, 1.0);
+  EXPECT_EQ(st.backend, SA_BACKEND_CPU);
   sa_session_destroy(s);
 }
 
