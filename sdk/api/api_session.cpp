@@ -19,15 +19,6 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
   if (c.method != sa::sparse_method::none && p.memory != SA_MEMORY_FULL)
     sa::fail(SA_ERR_INVALID_ARG, "sparse %d needs memory SA_MEMORY_FULL (the dense memory), not %d",
              p.sparse, p.memory);
-  if (p.page_size < 1 || p.page_size > 1024)
-    sa::fail(SA_ERR_INVALID_ARG, "page_size %d is outside [1, 1024]", p.page_size);
-  if (p.budget_tokens < 0) sa::fail(SA_ERR_INVALID_ARG, "budget_tokens %d is negative", p.budget_tokens);
-  if (!(p.budget_ratio > 0.0f && p.budget_ratio <= 1.0f))
-    sa::fail(SA_ERR_INVALID_ARG, "budget_ratio %g is outside (0, 1]", static_cast<double>(p.budget_ratio));
-  if (p.sink_pages < 0) sa::fail(SA_ERR_INVALID_ARG, "sink_pages %d is negative", p.sink_pages);
-  if (p.local_pages < 1) sa::fail(SA_ERR_INVALID_ARG, "local_pages %d must be at least 1", p.local_pages);
-  if (p.min_pages < 1) sa::fail(SA_ERR_INVALID_ARG, "min_pages %d must be at least 1", p.min_pages);
-  if (p.dense_layers < 0) sa::fail(SA_ERR_INVALID_ARG, "dense_layers %d is negative", p.dense_layers);
   switch (p.select_granularity) {
     case SA_SELECT_PER_HEAD: c.granularity = sa::select_granularity::per_head; break;
     case SA_SELECT_PER_GROUP: c.granularity = sa::select_granularity::per_group; break;
@@ -35,14 +26,6 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
       sa::fail(SA_ERR_INVALID_ARG, "select_granularity %d is not an SA_SELECT_* value",
                p.select_granularity);
   }
-  if (p.rectify_every < 0) sa::fail(SA_ERR_INVALID_ARG, "rectify_every %d is negative", p.rectify_every);
-  if (!(p.vatt_epsilon > 0.0f && p.vatt_epsilon < 1.0f))
-    sa::fail(SA_ERR_INVALID_ARG, "vatt_epsilon %g is outside (0, 1)", static_cast<double>(p.vatt_epsilon));
-  if (!(p.vatt_delta > 0.0f && p.vatt_delta < 1.0f))
-    sa::fail(SA_ERR_INVALID_ARG, "vatt_delta %g is outside (0, 1)", static_cast<double>(p.vatt_delta));
-  if (!(p.vatt_pilot_ratio >= 0.0f && p.vatt_pilot_ratio <= 1.0f))
-    sa::fail(SA_ERR_INVALID_ARG, "vatt_pilot_ratio %g is outside [0, 1]",
-             static_cast<double>(p.vatt_pilot_ratio));
   switch (p.vatt_topk) {
     case SA_TOPK_QUEST: c.topk = sa::topk_source::quest; break;
     case SA_TOPK_ORACLE: c.topk = sa::topk_source::oracle; break;
@@ -67,8 +50,6 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
       if (c.method != sa::sparse_method::quest)
         sa::fail(c.method == sa::sparse_method::none ? SA_ERR_INVALID_ARG : SA_ERR_UNSUPPORTED,
                  "correction SA_CORRECTION_RETRO works with sparse SA_SPARSE_QUEST, not %d", p.sparse);
-      if (p.retro_window < 2 || p.retro_window > 32)
-        sa::fail(SA_ERR_INVALID_ARG, "retro_window %d is outside [2, 32]", p.retro_window);
       c.retro_window = p.retro_window;
       break;
     default: sa::fail(SA_ERR_INVALID_ARG, "correction %d is not an SA_CORRECTION_* value", p.correction);
@@ -81,8 +62,6 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
                  "speculation SA_SPECULATION_PRR works with sparse SA_SPARSE_QUEST, not %d", p.sparse);
       if (p.prr_mode != SA_PRR_SUPERSET && p.prr_mode != SA_PRR_STRICT)
         sa::fail(SA_ERR_INVALID_ARG, "prr_mode %d is not an SA_PRR_* value", p.prr_mode);
-      if (!(p.prr_ratio > 0.0f && p.prr_ratio <= 16.0f))
-        sa::fail(SA_ERR_INVALID_ARG, "prr_ratio %g is outside (0, 16]", static_cast<double>(p.prr_ratio));
       c.prr = p.prr_mode == SA_PRR_STRICT ? sa::speculation::strict : sa::speculation::superset;
       c.prr_ratio = p.prr_ratio;
       break;
@@ -121,9 +100,6 @@ sa::session_config to_config(const sa_session_params& p) {
   c.n_cascades = p.n_cascades;
   c.beta = p.cascade_beta;
   c.homogeneous = p.cascade_homogeneous != 0;
-  if (!(p.temperature >= 0.0f)) sa::fail(SA_ERR_INVALID_ARG, "temperature must be >= 0");
-  if (p.top_k < 0) sa::fail(SA_ERR_INVALID_ARG, "top_k %d is negative", p.top_k);
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) sa::fail(SA_ERR_INVALID_ARG, "top_p must be in (0, 1]");
   c.sparse = to_sparse(p);
   c.n_threads = p.n_threads;
   c.n_ctx = p.n_ctx;

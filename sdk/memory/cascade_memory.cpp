@@ -151,8 +151,8 @@ void cascade_memory::update_scores(cascade_index& idx, const std::vector<int32_t
 memory_stats cascade_memory::stats() const {
   const uint64_t held = static_cast<uint64_t>(index_[0].next_position());
   const uint64_t layers = static_cast<uint64_t>(hp_.n_layers);
-  return {held, held * bytes_per_row_ * layers,
-          static_cast<uint64_t>(rows_) * bytes_per_row_ * layers};
+  return {held, held * bytes_per_row_ * layers, static_cast<uint64_t>(rows_) * bytes_per_row_ * layers,
+          static_cast<uint64_t>(index_[0].tokens_seen())};
 }
 
 std::unique_ptr<kv_memory::snapshot> cascade_memory::save() const {

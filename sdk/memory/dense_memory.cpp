@@ -106,7 +106,7 @@ void dense_memory::reset() {
 memory_stats dense_memory::stats() const {
   const uint64_t per_token = key_bytes_ * static_cast<uint64_t>(hp_.n_layers);
   return {static_cast<uint64_t>(size_), per_token * static_cast<uint64_t>(size_),
-          per_token * static_cast<uint64_t>(capacity_)};
+          per_token * static_cast<uint64_t>(capacity_), static_cast<uint64_t>(size_)};
 }
 
 std::unique_ptr<kv_memory::snapshot> dense_memory::save() const {

@@ -62,6 +62,7 @@ struct memory_stats {
   uint64_t tokens_held = 0;    // tokens whose K/V are kept
   uint64_t bytes_held = 0;     // K/V bytes in use
   uint64_t bytes_capacity = 0; // K/V bytes allocated
+  uint64_t tokens_seen = 0;    // tokens appended since the memory was empty (held or not)
 };
 
 class kv_memory {

@@ -35,4 +35,8 @@ struct sparse_config {
   bool enabled() const { return method != sparse_method::none; }
 };
 
+// Throws SA_ERR_INVALID_ARG naming the first setting out of its range (the ranges sa.h
+// documents). Sessions check their settings here, however they were made (created or resumed).
+void check(const sparse_config& c);
+
 }  // namespace sa

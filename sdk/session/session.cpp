@@ -1,6 +1,7 @@
 #include "session/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 #include "core/error.h"
@@ -12,8 +13,13 @@ namespace {
 session_config resolved(session_config c) {
   if (c.n_batch < 0) fail(SA_ERR_INVALID_ARG, "n_batch %d is negative", c.n_batch);
   if (c.n_batch == 0) c.n_batch = 256;
-  if (c.sparse.retro_window != 0 && (c.sparse.retro_window < 2 || c.sparse.retro_window > 32))
-    fail(SA_ERR_INVALID_ARG, "retro_window %d is outside [2, 32]", c.sparse.retro_window);
+  // Every session's settings are checked here, created or resumed from a store.
+  if (!(std::isfinite(c.sampling.temperature) && c.sampling.temperature >= 0.0f))
+    fail(SA_ERR_INVALID_ARG, "temperature %g must be finite and >= 0", static_cast<double>(c.sampling.temperature));
+  if (c.sampling.top_k < 0) fail(SA_ERR_INVALID_ARG, "top_k %d is negative", c.sampling.top_k);
+  if (!(c.sampling.top_p > 0.0f && c.sampling.top_p <= 1.0f))
+    fail(SA_ERR_INVALID_ARG, "top_p %g must be in (0, 1]", static_cast<double>(c.sampling.top_p));
+  check(c.sparse);
   if (c.sparse.retro_window > c.n_batch)
     fail(SA_ERR_INVALID_ARG, "retro_window %d exceeds n_batch %d (a Retro step runs that many rows)",
          c.sparse.retro_window, c.n_batch);

@@ -93,7 +93,8 @@ const blob_reader::entry& blob_reader::find(const std::string& name) const {
          store_.path().c_str(), session_name_.c_str(), name.c_str());
   const entry& e = it->second;
   const auto chunk = static_cast<int64_t>(k_chunk_bytes);
-  if (e.size < 0 || e.n_chunks != (e.size + chunk - 1) / chunk)
+  // Chunks for the size, counted without overflow (a hostile size may be near INT64_MAX).
+  if (e.size < 0 || e.n_chunks != e.size / chunk + (e.size % chunk != 0 ? 1 : 0))
     fail(SA_ERR_STORE, "store '%s': blob '%s' of session '%s' claims %lld bytes in %lld chunks",
          store_.path().c_str(), name.c_str(), session_name_.c_str(),
          static_cast<long long>(e.size), static_cast<long long>(e.n_chunks));

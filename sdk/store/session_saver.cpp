@@ -219,15 +219,23 @@ std::unique_ptr<session> session_saver::resume(std::shared_ptr<const model> m,
       if (tokens[i] < 0 || tokens[i] >= n_vocab)
         fail(SA_ERR_STORE, "%s: token %zu of its history (%d) is outside the vocabulary",
              what.c_str(), i, tokens[i]);
-    const uint64_t held = s->memory().stats().tokens_held;
-    if (held > n || (c.memory == memory_kind::dense && held != n) || logits.empty() != (n == 0))
-      fail(SA_ERR_STORE, "%s is inconsistent: %zu tokens, %llu in memory, %s logits", what.c_str(),
-           n, static_cast<unsigned long long>(held), logits.empty() ? "no" : "with");
+    const memory_stats ms = s->memory().stats();
+    if (ms.tokens_held > n || ms.tokens_seen != n || logits.empty() != (n == 0))
+      fail(SA_ERR_STORE, "%s is inconsistent: %zu tokens in its history, its memory saw %llu and holds %llu, %s logits",
+           what.c_str(), n, static_cast<unsigned long long>(ms.tokens_seen),
+           static_cast<unsigned long long>(ms.tokens_held), logits.empty() ? "no" : "with");
     tx.commit();
   }
   s->restore_history(std::move(tokens), std::move(logits));
   s->set_sampler_state(rng);
-  if (rect[0] > s->tokens().size()) fail(SA_ERR_STORE, "session '%s': %llu unrectified tokens of %zu", name.c_str(), static_cast<unsigned long long>(rect[0]), s->tokens().size());
+  // Pending rectification exists only for sparse sessions that rectify, and never reaches a
+  // whole period (the step that completes one rectifies).
+  const int32_t period = s->config().sparse.enabled() ? s->config().sparse.rectify_every : 0;
+  if (rect[0] > s->tokens().size() || (period == 0 ? rect[0] != 0 : rect[0] >= static_cast<uint64_t>(period)) ||
+      rect[1] > s->tokens().size())
+    fail(SA_ERR_STORE, "session '%s': %llu tokens awaiting rectification and %llu rectified, of %zu, with a "
+         "period of %d", name.c_str(), static_cast<unsigned long long>(rect[0]),
+         static_cast<unsigned long long>(rect[1]), s->tokens().size(), period);
   s->set_rectify_state(rect);
   out_saver->save_token_ = row.save_token;
   out_saver->tokens_saved_ = s->tokens().size();

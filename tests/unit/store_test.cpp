@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,11 +21,13 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "api/handles.h"
 #include "memory/dense_memory.h"
 #include "sa/sa.h"
+#include "store/checksum.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -620,6 +623,87 @@ TEST_F(store, corrupted_chunk_fails_its_checksum) {
   // A chunk that vanished is reported too.
   sql(db_, "DELETE FROM chunks WHERE blob = (SELECT id FROM blobs WHERE name = 'session/logits')");
   expect_resume_fails(SA_ERR_STORE, "session/logits");
+}
+
+// Rewrites the single chunk of blob `name` through `edit` and signs it again with the store's
+// checksum: what a writer of hostile files does, so only value checks can refuse it.
+void rewrite_blob(const std::string& db, const std::string& name,
+                  const std::function<void(std::vector<uint8_t>&)>& edit) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(h,
+                               "SELECT chunks.rowid, data, blobs.id FROM chunks JOIN blobs ON blobs.id = "
+                               "chunks.blob WHERE blobs.name = ? AND seq = 0",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_text(st, 1, name.c_str(), -1, SQLITE_TRANSIENT);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW) << name;
+  const int64_t rowid = sqlite3_column_int64(st, 0), blob = sqlite3_column_int64(st, 2);
+  const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st, 1));
+  std::vector<uint8_t> data(p, p + sqlite3_column_bytes(st, 1));
+  sqlite3_finalize(st);
+  edit(data);
+  ASSERT_EQ(sqlite3_prepare_v2(h, "UPDATE chunks SET data = ?, checksum = ? WHERE rowid = ?", -1, &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_blob(st, 1, data.data(), static_cast<int>(data.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, std::bit_cast<int64_t>(sa::store::checksum64(data.data(), data.size(), 0)));
+  sqlite3_bind_int64(st, 3, rowid);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  const std::string size = "UPDATE blobs SET size = " + std::to_string(data.size()) + " WHERE id = " + std::to_string(blob);
+  ASSERT_EQ(sqlite3_exec(h, size.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(h);
+}
+
+// The value after "key=" on its line of a session/config blob replaced by `value`.
+std::function<void(std::vector<uint8_t>&)> set_config(const std::string& key, const std::string& value) {
+  return [key, value](std::vector<uint8_t>& b) {
+    std::string text(b.begin(), b.end());
+    const size_t at = text.find("\n" + key + "=");
+    ASSERT_NE(at, std::string::npos) << key;
+    const size_t from = at + key.size() + 2, to = text.find('\n', from);
+    text.replace(from, to - from, value);
+    b.assign(text.begin(), text.end());
+  };
+}
+
+TEST_F(store, hostile_values_behind_valid_checksums_are_refused) {
+  // A blob size near INT64_MAX (its chunk count computed without overflow).
+  saved_session("chat");
+  sql(db_, "UPDATE blobs SET size = 9223372036854775800, n_chunks = 1 WHERE name = 'session/logits'");
+  expect_resume_fails(SA_ERR_STORE, "blob 'session/logits' of session 'chat' claims 9223372036854775800 bytes");
+  // Rectification pending in a session without sparsity.
+  remove_store(db_);
+  saved_session("chat");
+  rewrite_blob(db_, "session/rectify", [](std::vector<uint8_t>& b) { b[0] = 5; });
+  expect_resume_fails(SA_ERR_STORE, "5 tokens awaiting rectification");
+  // Sampling settings that creating a session refuses.
+  for (const auto& [key, value] : {std::pair<const char*, const char*>{"temperature", "nan"}, {"top_p", "0"},
+                                   {"top_k", "-5"}, {"page_size", "0"}}) {
+    remove_store(db_);
+    saved_session("chat");
+    rewrite_blob(db_, "session/config", set_config(key, value));
+    expect_resume_fails(SA_ERR_STORE, key);
+  }
+  // A cascade whose token counter is INT64_MAX in every layer (the next push would overflow).
+  remove_store(db_);
+  sa_session* s = create(params("chat", [](sa_session_params& p) {
+    p.memory = SA_MEMORY_CASCADE;
+    p.n_sinks = 4;
+    p.cache_tokens = 4 + 4 * 24;
+    p.n_cascades = 4;
+  }));
+  const std::vector<int32_t> t = stream(200, 3);
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+  sa_session_destroy(s);
+  for (int l = 0; l < 2; ++l)
+    rewrite_blob(db_, "cascade/L" + std::to_string(l) + "/index", [](std::vector<uint8_t>& b) {
+      const int64_t huge = INT64_MAX;
+      std::memcpy(b.data(), &huge, sizeof huge);
+    });
+  expect_resume_fails(SA_ERR_STORE, "its memory saw 9223372036854775807");
 }
 
 TEST_F(store, another_model_is_refused) {
