@@ -362,7 +362,7 @@ typedef struct sa_session_params {
   int32_t n_batch;      /* prefill chunk in tokens; 0 (default) = 256 */
   int32_t memory;       /* SA_MEMORY_*; default SA_MEMORY_DENSE */
   /* Sampling, used by sa_sample() and sa_decode_step(). */
-  float temperature;    /* 0 (default) = greedy (arg max); > 0 scales the logits */
+  float temperature;    /* 0 (default) = greedy (arg max); > 0 (finite) scales the logits */
   int32_t top_k;        /* keep the k most likely tokens; 0 (default) = all */
   float top_p;          /* keep the smallest set with probability >= top_p; 1 (default) = all */
   uint64_t seed;        /* random seed for sampling; default 0 */
