@@ -581,27 +581,40 @@ TEST(memory_state, a_header_of_another_version_is_refused) {
   }
 }
 
+// Chunk 0 of blob `name` in an open store: its row, its blob's id and its bytes.
+struct first_chunk {
+  int64_t rowid = 0, blob = 0;
+  std::vector<uint8_t> data;
+};
+first_chunk read_first_chunk(sqlite3* h, const std::string& name) {
+  first_chunk c;
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(h,
+                               "SELECT chunks.rowid, data, blobs.id FROM chunks JOIN blobs ON blobs.id = "
+                               "chunks.blob WHERE blobs.name = ? AND seq = 0",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_text(st, 1, name.c_str(), -1, SQLITE_TRANSIENT);
+  EXPECT_EQ(sqlite3_step(st), SQLITE_ROW) << name;
+  c.rowid = sqlite3_column_int64(st, 0);
+  c.blob = sqlite3_column_int64(st, 2);
+  const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st, 1));
+  c.data.assign(p, p + sqlite3_column_bytes(st, 1));
+  sqlite3_finalize(st);
+  return c;
+}
+
 // Flips one bit in the middle of chunk 0 of a blob, directly in the file.
 void flip_bit(const std::string& db, const char* blob) {
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  first_chunk c = read_first_chunk(h, blob);
+  c.data[c.data.size() / 2] ^= 0x10;
   sqlite3_stmt* st = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(h,
-                               "SELECT chunks.rowid, data FROM chunks JOIN blobs ON blobs.id = "
-                               "chunks.blob WHERE blobs.name = ? AND seq = 0",
-                               -1, &st, nullptr),
-            SQLITE_OK);
-  sqlite3_bind_text(st, 1, blob, -1, SQLITE_TRANSIENT);
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  const int64_t rowid = sqlite3_column_int64(st, 0);
-  const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st, 1));
-  std::vector<uint8_t> data(p, p + sqlite3_column_bytes(st, 1));
-  sqlite3_finalize(st);
-  data[data.size() / 2] ^= 0x10;
   ASSERT_EQ(sqlite3_prepare_v2(h, "UPDATE chunks SET data = ? WHERE rowid = ?", -1, &st, nullptr),
             SQLITE_OK);
-  sqlite3_bind_blob(st, 1, data.data(), static_cast<int>(data.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 2, rowid);
+  sqlite3_bind_blob(st, 1, c.data.data(), static_cast<int>(c.data.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, c.rowid);
   ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
   sqlite3_finalize(st);
   sqlite3_close(h);
@@ -631,27 +644,18 @@ void rewrite_blob(const std::string& db, const std::string& name,
                   const std::function<void(std::vector<uint8_t>&)>& edit) {
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  first_chunk c = read_first_chunk(h, name);
+  edit(c.data);
   sqlite3_stmt* st = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(h,
-                               "SELECT chunks.rowid, data, blobs.id FROM chunks JOIN blobs ON blobs.id = "
-                               "chunks.blob WHERE blobs.name = ? AND seq = 0",
-                               -1, &st, nullptr),
-            SQLITE_OK);
-  sqlite3_bind_text(st, 1, name.c_str(), -1, SQLITE_TRANSIENT);
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW) << name;
-  const int64_t rowid = sqlite3_column_int64(st, 0), blob = sqlite3_column_int64(st, 2);
-  const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st, 1));
-  std::vector<uint8_t> data(p, p + sqlite3_column_bytes(st, 1));
-  sqlite3_finalize(st);
-  edit(data);
   ASSERT_EQ(sqlite3_prepare_v2(h, "UPDATE chunks SET data = ?, checksum = ? WHERE rowid = ?", -1, &st, nullptr),
             SQLITE_OK);
-  sqlite3_bind_blob(st, 1, data.data(), static_cast<int>(data.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, 2, std::bit_cast<int64_t>(sa::store::checksum64(data.data(), data.size(), 0)));
-  sqlite3_bind_int64(st, 3, rowid);
+  sqlite3_bind_blob(st, 1, c.data.data(), static_cast<int>(c.data.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, std::bit_cast<int64_t>(sa::store::checksum64(c.data.data(), c.data.size(), 0)));
+  sqlite3_bind_int64(st, 3, c.rowid);
   ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
   sqlite3_finalize(st);
-  const std::string size = "UPDATE blobs SET size = " + std::to_string(data.size()) + " WHERE id = " + std::to_string(blob);
+  const std::string size =
+      "UPDATE blobs SET size = " + std::to_string(c.data.size()) + " WHERE id = " + std::to_string(c.blob);
   ASSERT_EQ(sqlite3_exec(h, size.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(h);
 }
