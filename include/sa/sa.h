@@ -182,7 +182,8 @@ SA_API sa_status sa_model_info(const sa_model *model, sa_model_desc *out);
 ** sa_model_meta_string — read a string-valued (or scalar, rendered as text) GGUF metadata key,
 ** e.g. "tokenizer.chat_template" or "general.license".
 **
-** [out] buf, capacity   receive the NUL-terminated value; buf may be NULL when capacity is 0.
+** [out] buf, capacity   receive the NUL-terminated value; buf may be NULL when capacity is 0
+**                       (NULL with a capacity: SA_ERR_INVALID_ARG).
 ** [out] out_len         receives the value's length without the NUL; may be NULL.
 ** Returns SA_OK; SA_ERR_INVALID_ARG when the key is absent or is an array;
 ** SA_ERR_BUFFER_TOO_SMALL (with *out_len set) when capacity <= length; SA_ERR_MISUSE.
@@ -204,7 +205,8 @@ SA_API sa_status sa_model_meta_string(const sa_model *model, const char *key, ch
 **
 ** [in]  text, text_len  the text; may contain NUL bytes; text may be NULL when text_len is 0.
 ** [in]  flags           SA_TOKENIZE_* flags.
-** [out] tokens          room for capacity tokens; may be NULL when capacity is 0.
+** [out] tokens          room for capacity tokens; may be NULL when capacity is 0 (NULL with a
+**                       capacity: SA_ERR_INVALID_ARG).
 ** [out] out_n           receives the number of tokens; not NULL.
 ** Returns SA_OK; SA_ERR_BUFFER_TOO_SMALL when capacity < *out_n (nothing useful is written,
 ** call again with a larger buffer); SA_ERR_MISUSE; SA_ERR_INVALID_ARG.
@@ -221,7 +223,8 @@ SA_API sa_status sa_tokenize(const sa_model *model, const char *text, size_t tex
 ** sa_token_to_piece — the raw bytes one token stands for. A piece can be part of a multi-byte
 ** UTF-8 character; use an sa_detokenizer to print a stream safely.
 **
-** [out] buf, capacity  receive the bytes (no NUL is added); buf may be NULL when capacity is 0.
+** [out] buf, capacity  receive the bytes (no NUL is added); buf may be NULL when capacity is 0
+**                      (NULL with a capacity: SA_ERR_INVALID_ARG).
 ** [out] out_len        receives the length; not NULL.
 ** Returns SA_OK; SA_ERR_INVALID_ARG for a token outside [0, n_vocab);
 ** SA_ERR_BUFFER_TOO_SMALL (with *out_len set); SA_ERR_MISUSE. Threading: any thread.

@@ -20,6 +20,7 @@ void set_error(const char* message, std::string* handle_message) {
 void copy_out(const std::string& bytes, char* buf, size_t capacity, size_t* out_len,
               bool nul_terminate) {
   if (!out_len) fail(SA_ERR_INVALID_ARG, "out_len is NULL");
+  if (!buf && capacity > 0) fail(SA_ERR_INVALID_ARG, "buf is NULL but capacity is %zu", capacity);
   *out_len = bytes.size();
   const size_t need = bytes.size() + (nul_terminate ? 1 : 0);
   if (capacity < need || (!buf && need > 0))

@@ -22,6 +22,7 @@ sa_status sa_tokenize(const sa_model* model, const char* text, size_t text_len, 
   return guarded(nullptr, [&] {
     require_live(model, "model");
     if (!out_n) sa::fail(SA_ERR_INVALID_ARG, "out_n is NULL");
+    if (!tokens && capacity > 0) sa::fail(SA_ERR_INVALID_ARG, "tokens is NULL but capacity is %zu", capacity);
     if (!text && text_len) sa::fail(SA_ERR_INVALID_ARG, "text is NULL but text_len is %zu", text_len);
     if (flags & ~(SA_TOKENIZE_ADD_SPECIAL | SA_TOKENIZE_PARSE_SPECIAL))
       sa::fail(SA_ERR_INVALID_ARG, "unknown tokenize flags 0x%x", flags);

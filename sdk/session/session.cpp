@@ -98,15 +98,17 @@ forward_env session::env() {
 
 void session::check_tokens(std::span<const int32_t> tokens) const {
   if (!broken_.empty()) fail(SA_ERR_BACKEND, "%s", broken_.c_str());
+  // The count first: a count larger than the room may also be larger than the caller's buffer,
+  // which is then never read.
+  if (tokens.size() > static_cast<uint64_t>(memory_->room()))
+    fail(SA_ERR_CONTEXT_FULL, "%zu tokens do not fit: the session holds %llu, room for %lld more",
+         tokens.size(), static_cast<unsigned long long>(memory_->stats().tokens_held),
+         static_cast<long long>(memory_->room()));
   const int32_t n_vocab = model_->hp().n_vocab;
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= n_vocab)
       fail(SA_ERR_INVALID_ARG, "token %d at index %zu is outside the vocabulary [0, %d)", tokens[i],
            i, n_vocab);
-  if (static_cast<int64_t>(tokens.size()) > memory_->room())
-    fail(SA_ERR_CONTEXT_FULL, "%zu tokens do not fit: the session holds %llu, room for %lld more",
-         tokens.size(), static_cast<unsigned long long>(memory_->stats().tokens_held),
-         static_cast<long long>(memory_->room()));
 }
 
 void session::run(std::span<const int32_t> tokens, const progress_fn& progress, bool snapshot) {

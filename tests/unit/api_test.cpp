@@ -2,6 +2,8 @@
 // versioned structs, model/session lifetimes.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -69,6 +71,9 @@ TEST_F(api, context_full_leaves_the_session_unchanged) {
                                   sa_session_logits(s, nullptr) + 265);
   std::vector<int32_t> many(20, 104);
   EXPECT_EQ(sa_prefill(s, many.data(), many.size(), nullptr, nullptr), SA_ERR_CONTEXT_FULL);
+  // A count beyond the room is refused before any id is read: here far beyond the buffer too.
+  EXPECT_EQ(sa_prefill(s, many.data(), SIZE_MAX, nullptr, nullptr), SA_ERR_CONTEXT_FULL);
+  EXPECT_EQ(sa_prefill(s, many.data(), many.size() + 1000, nullptr, nullptr), SA_ERR_CONTEXT_FULL);
   sa_stats st{};
   st.struct_size = sizeof st;
   ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
@@ -333,6 +338,27 @@ TEST_F(api, detokenizer_never_splits_a_character) {
   EXPECT_EQ(sa_detokenizer_push(d, 0xC3, buf, sizeof buf, &n), SA_OK);
   EXPECT_EQ(sa_detokenizer_flush(d, buf, sizeof buf, &n), SA_OK);
   EXPECT_EQ(std::string(buf, n), "\xEF\xBF\xBD");  // an incomplete character becomes U+FFFD
+  sa_detokenizer_destroy(d);
+}
+
+TEST_F(api, a_null_output_buffer_with_a_capacity_is_an_invalid_argument) {
+  // NULL with capacity 0 asks for the size; NULL with a capacity contradicts itself.
+  size_t n = 0;
+  EXPECT_EQ(sa_tokenize(model_, "hello", 5, 0, nullptr, 0, &n), SA_ERR_BUFFER_TOO_SMALL);
+  EXPECT_GT(n, 0u);
+  EXPECT_EQ(sa_tokenize(model_, "hello", 5, 0, nullptr, 8, &n), SA_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(sa_last_error()).find("tokens is NULL but capacity is 8"), std::string::npos)
+      << sa_last_error();
+  EXPECT_EQ(sa_token_to_piece(model_, 'h', 0, nullptr, 0, &n), SA_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(sa_token_to_piece(model_, 'h', 0, nullptr, 4, &n), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(sa_model_meta_string(model_, "general.architecture", nullptr, 16, &n), SA_ERR_INVALID_ARG);
+  sa_detokenizer* d = nullptr;
+  ASSERT_EQ(sa_detokenizer_create(model_, 0, &d), SA_OK);
+  EXPECT_EQ(sa_detokenizer_push(d, 'h', nullptr, 4, &n), SA_ERR_INVALID_ARG);
+  char buf[8];
+  EXPECT_EQ(sa_detokenizer_push(d, 'h', buf, sizeof buf, &n), SA_OK);  // the refused push changed nothing
+  EXPECT_EQ(std::string(buf, n), "h");
   sa_detokenizer_destroy(d);
 }
 
