@@ -442,7 +442,9 @@ SA_API void sa_session_params_init(sa_session_params *params);
 SA_API sa_status sa_session_create(sa_model *model, const sa_session_params *params,
                                    sa_session **out_session);
 
-/* sa_session_destroy — end the session and free its memory. NULL or destroyed: no-op. */
+/* sa_session_destroy — end the session and free its memory. NULL or destroyed: no-op. Called
+** from the progress callback of the session's own sa_prefill, the session is freed when that
+** call returns (see sa_progress_fn). */
 SA_API void sa_session_destroy(sa_session *session);
 
 /* sa_session_errmsg — the message of the last failed call on this session, "" if none.
@@ -451,7 +453,11 @@ SA_API void sa_session_destroy(sa_session *session);
 SA_API const char *sa_session_errmsg(const sa_session *session);
 
 /* Progress callback for sa_prefill(): called after each chunk with the tokens done so far and
-** the total. Return 0 to go on, anything else to cancel. */
+** the total. Return 0 to go on, anything else to cancel. From inside it, calls that change
+** the same session (sa_prefill, sa_decode_step, sa_sample, sa_session_reset,
+** sa_session_save) return SA_ERR_MISUSE; reading calls (sa_session_stats, sa_session_tokens,
+** sa_session_errmsg, ...) work; sa_session_destroy cancels the prefill, which returns
+** SA_ERR_CANCELLED and then frees the session. Other sessions may be used freely. */
 typedef int32_t (*sa_progress_fn)(size_t n_done, size_t n_total, void *user_data);
 
 /*

@@ -17,6 +17,12 @@ void set_error(const char* message, std::string* handle_message) {
   }
 }
 
+void require_not_in_prefill(const sa_session& s, const char* fn) {
+  if (s.in_prefill)
+    fail(SA_ERR_MISUSE, "%s was called on a session from inside its own sa_prefill (its progress "
+         "callback): only reading calls and sa_session_destroy may be made there", fn);
+}
+
 void copy_out(const std::string& bytes, char* buf, size_t capacity, size_t* out_len,
               bool nul_terminate) {
   if (!out_len) fail(SA_ERR_INVALID_ARG, "out_len is NULL");

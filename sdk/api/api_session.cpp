@@ -119,6 +119,15 @@ sa_status on_session(sa_session* s, F&& f) {
   return guarded(&s->errmsg, [&] { f(*s->impl); });
 }
 
+// on_session for calls that change the session: refused from inside its sa_prefill.
+template <typename F>
+sa_status changing_session(sa_session* s, const char* fn, F&& f) {
+  return on_session(s, [&](sa::session& impl) {
+    sa::api::require_not_in_prefill(*s, fn);
+    f(impl);
+  });
+}
+
 sa_status sampled(sa_session* s, int32_t token, int32_t* out_token) {
   *out_token = token;
   return s->impl->get_model().vocab().is_eog(token) ? SA_DONE : SA_OK;
@@ -180,7 +189,12 @@ sa_status sa_session_create(sa_model* model, const sa_session_params* params,
 }
 
 void sa_session_destroy(sa_session* session) {
-  if (!session || !registry<sa_session>::remove(session)) return;
+  if (!session || !registry<sa_session>::contains(session)) return;
+  if (session->in_prefill) {  // from its progress callback: cancel, then free when it returns
+    session->destroy_requested = true;
+    return;
+  }
+  if (!registry<sa_session>::remove(session)) return;
   delete session;
 }
 
@@ -192,19 +206,34 @@ const char* sa_session_errmsg(const sa_session* session) {
 
 sa_status sa_prefill(sa_session* session, const int32_t* tokens, size_t n_tokens,
                      sa_progress_fn progress, void* user_data) {
-  return on_session(session, [&](sa::session& s) {
+  const sa_status st = changing_session(session, "sa_prefill", [&](sa::session& s) {
     if (!tokens && n_tokens) sa::fail(SA_ERR_INVALID_ARG, "tokens is NULL but n_tokens is %zu", n_tokens);
     sa::progress_fn cb;
     if (progress)
-      cb = [&](size_t done, size_t total) { return progress(done, total, user_data) == 0; };
-    s.prefill(std::span<const int32_t>(tokens, n_tokens), cb);
+      cb = [&](size_t done, size_t total) {
+        const bool go_on = progress(done, total, user_data) == 0;
+        return go_on && !session->destroy_requested;
+      };
+    session->in_prefill = true;
+    try {
+      s.prefill(std::span<const int32_t>(tokens, n_tokens), cb);
+    } catch (...) {
+      session->in_prefill = false;
+      throw;
+    }
+    session->in_prefill = false;
     sa::api::autosave(*session, false);
   });
+  if (registry<sa_session>::contains(session) && session->destroy_requested) {
+    session->destroy_requested = false;
+    sa_session_destroy(session);  // asked for by the progress callback
+  }
+  return st;
 }
 
 sa_status sa_sample(sa_session* session, int32_t* out_token) {
   int32_t token = -1;
-  const sa_status st = on_session(session, [&](sa::session& s) {
+  const sa_status st = changing_session(session, "sa_sample", [&](sa::session& s) {
     if (!out_token) sa::fail(SA_ERR_INVALID_ARG, "out_token is NULL");
     token = s.sample();
   });
@@ -213,7 +242,7 @@ sa_status sa_sample(sa_session* session, int32_t* out_token) {
 
 sa_status sa_decode_step(sa_session* session, int32_t token_in, int32_t* out_token) {
   int32_t token = -1;
-  const sa_status st = on_session(session, [&](sa::session& s) {
+  const sa_status st = changing_session(session, "sa_decode_step", [&](sa::session& s) {
     s.decode(token_in, out_token ? &token : nullptr);
     sa::api::autosave(*session, true);  // after sampling: the saved sampler state is current
   });
@@ -243,7 +272,7 @@ sa_status sa_session_tokens(const sa_session* session, const int32_t** out_token
 }
 
 sa_status sa_session_reset(sa_session* session) {
-  return on_session(session, [&](sa::session& s) { s.reset(); });
+  return changing_session(session, "sa_session_reset", [&](sa::session& s) { s.reset(); });
 }
 
 sa_status sa_session_stats(const sa_session* session, sa_stats* out) {

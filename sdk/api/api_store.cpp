@@ -55,6 +55,7 @@ sa_status sa_session_save(sa_session* session) {
   if (!registry<sa_session>::contains(session))
     return guarded(nullptr, [&] { require_live(session, "session"); });
   return guarded(&session->errmsg, [&] {
+    sa::api::require_not_in_prefill(*session, "sa_session_save");
     if (!session->saver)
       sa::fail(SA_ERR_MISUSE,
                "the session has no store: set store_path and session_id in its params");

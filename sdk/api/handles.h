@@ -25,7 +25,16 @@ struct sa_session {
   std::string errmsg;
   std::unique_ptr<sa::store::session_saver> saver;  // null without a store
   int32_t autosave = SA_AUTOSAVE_OFF;
+  // Inside sa_prefill (whose progress callback may call back in): calls that change the session
+  // are refused, and sa_session_destroy is deferred to the end of the call.
+  bool in_prefill = false;
+  bool destroy_requested = false;
 };
+
+namespace sa::api {
+// Throws SA_ERR_MISUSE when `fn` is called on a session from inside its own sa_prefill.
+void require_not_in_prefill(const sa_session& s, const char* fn);
+}  // namespace sa::api
 
 struct sa_detokenizer {
   std::shared_ptr<const sa::model> model;

@@ -118,6 +118,59 @@ TEST_F(api, cancelled_prefill_rolls_back_exactly) {
   sa_session_destroy(b);
 }
 
+// What a progress callback that calls back into its own session got from each call.
+struct reentry {
+  sa_session* s = nullptr;
+  std::vector<sa_status> got;
+  size_t tokens_seen = 99;
+  bool destroy = false;
+};
+
+int32_t call_back_in(size_t, size_t, void* user) {
+  auto* r = static_cast<reentry*>(user);
+  if (r->destroy) {
+    sa_session_destroy(r->s);
+    return 0;
+  }
+  const int32_t t[2] = {104, 105};
+  int32_t out = 0;
+  r->got.push_back(sa_prefill(r->s, t, 2, nullptr, nullptr));
+  r->got.push_back(sa_decode_step(r->s, 104, &out));
+  r->got.push_back(sa_sample(r->s, &out));
+  r->got.push_back(sa_session_reset(r->s));
+  r->got.push_back(sa_session_save(r->s));
+  const int32_t* hist = nullptr;
+  r->got.push_back(sa_session_tokens(r->s, &hist, &r->tokens_seen));  // reading is allowed
+  return 0;
+}
+
+TEST_F(api, calls_into_a_session_from_its_own_progress_callback) {
+  const std::vector<int32_t> head = tokenize("the cat"), tail = tokenize("sat in the hat");
+  reentry r;
+  r.s = make_session(0, 2);
+  ASSERT_EQ(sa_prefill(r.s, head.data(), head.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_prefill(r.s, tail.data(), tail.size(), call_back_in, &r), SA_OK);
+  ASSERT_FALSE(r.got.empty());
+  for (size_t i = 0; i + 1 < r.got.size(); i += 6) {
+    for (size_t j = 0; j < 5; ++j) EXPECT_EQ(r.got[i + j], SA_ERR_MISUSE) << "call " << j;
+    EXPECT_EQ(r.got[i + 5], SA_OK);
+  }
+  EXPECT_EQ(r.tokens_seen, head.size());  // the history during the call: before it
+  EXPECT_NE(std::string(sa_session_errmsg(r.s)).find("inside its own sa_prefill"), std::string::npos)
+      << sa_session_errmsg(r.s);
+  // The history holds the outer call's tokens only, in order.
+  const int32_t* hist = nullptr;
+  size_t n = 0;
+  ASSERT_EQ(sa_session_tokens(r.s, &hist, &n), SA_OK);
+  std::vector<int32_t> want = head;
+  want.insert(want.end(), tail.begin(), tail.end());
+  EXPECT_EQ(std::vector<int32_t>(hist, hist + n), want);
+  // Destroying the session from its callback cancels the call and frees it afterwards.
+  r.destroy = true;
+  EXPECT_EQ(sa_prefill(r.s, tail.data(), tail.size(), call_back_in, &r), SA_ERR_CANCELLED);
+  EXPECT_EQ(sa_prefill(r.s, tail.data(), tail.size(), nullptr, nullptr), SA_ERR_MISUSE);  // gone
+}
+
 TEST_F(api, versioned_structs_accept_older_and_reject_unknown_newer_fields) {
   // An older caller's struct that ends before `n_ctx`: the rest takes defaults.
   sa_session_params p;
