@@ -67,7 +67,7 @@ session_store::session_store(const std::string& path, open_mode mode) {
     fail(SA_ERR_UNSUPPORTED, "the session store needs a little-endian host");
   if (mode == open_mode::create) {
     db_ = std::make_unique<sqlite_db>(path, sqlite_db::access::read_write_create);
-    check_and_migrate(true);
+    check_and_migrate(true, true);
     return;
   }
   std::error_code ec;
@@ -75,7 +75,7 @@ session_store::session_store(const std::string& path, open_mode mode) {
     fail(SA_ERR_INVALID_ARG, "no session store at '%s'", path.c_str());
   try {
     db_ = std::make_unique<sqlite_db>(path, sqlite_db::access::read_write);
-    check_and_migrate(db_->writable());
+    check_and_migrate(db_->writable(), false);
   } catch (const sa::error& first) {
     if (first.status() != SA_ERR_STORE) throw;
     // A store in a read-only place can still be read: read-only, or, when the directory does
@@ -83,12 +83,12 @@ session_store::session_store(const std::string& path, open_mode mode) {
     // (nobody can write there, so the main file holds every committed save).
     try {
       db_ = std::make_unique<sqlite_db>(path, sqlite_db::access::read_only);
-      check_and_migrate(false);
+      check_and_migrate(false, false);
     } catch (const sa::error&) {
       if (std::filesystem::exists(path + "-wal", ec)) throw first;
       try {
         db_ = std::make_unique<sqlite_db>(path, sqlite_db::access::immutable);
-        check_and_migrate(false);
+        check_and_migrate(false, false);
       } catch (const sa::error&) {
         throw first;
       }
@@ -96,7 +96,7 @@ session_store::session_store(const std::string& path, open_mode mode) {
   }
 }
 
-void session_store::check_and_migrate(bool may_write) {
+void session_store::check_and_migrate(bool may_write, bool may_create) {
   sqlite_db& db = *db_;
   // Reading the header is where a file that is not SQLite fails (SQLITE_NOTADB). The three
   // figures come from one snapshot: another connection may be creating the store right now.
@@ -115,8 +115,8 @@ void session_store::check_and_migrate(bool may_write) {
            "store '%s' is an SQLite database of another application (application_id 0, %lld "
            "schema objects), not an sa session store",
            db.path().c_str(), static_cast<long long>(tables));
-    if (!may_write) {
-      empty_ = true;  // an empty file: no sessions yet
+    if (!may_write || !may_create) {
+      empty_ = true;  // an empty file: no sessions yet, and nothing written to it
       return;
     }
     // Settings that only a new, empty database accepts come first.

@@ -48,7 +48,9 @@ class session_store {
  public:
   enum class open_mode {
     create,    // create the file if absent, migrate an older schema (writers)
-    existing,  // the file must exist; opened read-write when possible, else read-only
+    existing,  // the file must exist; opened read-write when possible, else read-only; a
+               // file without a schema yet (e.g. empty) is read as a store of no sessions and
+               // left exactly as it is
   };
   // Throws SA_ERR_STORE naming the reason: not SQLite, another application's database, a newer
   // schema, corrupt, unwritable (create mode).
@@ -64,9 +66,10 @@ class session_store {
   bool remove(const std::string& name);
 
  private:
-  void check_and_migrate(bool may_write);
+  // may_create: an empty file may receive the schema (create mode only).
+  void check_and_migrate(bool may_write, bool may_create);
   std::unique_ptr<sqlite_db> db_;
-  bool empty_ = false;  // opened read-only on a file without any schema yet
+  bool empty_ = false;  // a file without any schema yet, left as it is
 };
 
 }  // namespace sa::store

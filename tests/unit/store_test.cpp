@@ -505,6 +505,29 @@ TEST_F(store, missing_file_or_session_is_an_invalid_argument) {
   EXPECT_EQ(sa_store_delete(db_.c_str(), "chat"), SA_ERR_INVALID_ARG);
 }
 
+TEST_F(store, an_empty_file_is_a_store_without_sessions_that_reading_leaves_alone) {
+  write_bytes(db_, {});
+  expect_resume_fails(SA_ERR_INVALID_ARG, "no session named 'chat'");
+  size_t seen = 0;
+  EXPECT_EQ(sa_store_list(db_.c_str(),
+                          [](const sa_stored_session*, void* n) {
+                            ++*static_cast<size_t*>(n);
+                            return 0;
+                          },
+                          &seen),
+            SA_OK);
+  EXPECT_EQ(seen, 0u);
+  EXPECT_EQ(sa_store_delete(db_.c_str(), "chat"), SA_ERR_INVALID_ARG);
+  EXPECT_TRUE(read_bytes(db_).empty()) << "resume, list and delete wrote into the file";
+  EXPECT_FALSE(std::filesystem::exists(db_ + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(db_ + "-shm"));
+  // A save makes it a store.
+  saved_session("chat");
+  sa_session* s = nullptr;
+  ASSERT_EQ(resume("chat", &s), SA_OK) << sa_last_error();
+  sa_session_destroy(s);
+}
+
 TEST_F(store, truncated_store_is_refused) {
   saved_session("chat", 1200);
   const std::vector<uint8_t> bytes = read_bytes(db_);
