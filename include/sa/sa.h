@@ -563,7 +563,8 @@ typedef struct sa_head_stat {
 
 /*
 ** sa_session_head_stats — per (layer, query head) figures of the last decode step, layer-major
-** (n_layers x n_heads records; layers that ran dense report keys_attended = keys_total).
+** (n_layers x n_heads records; layers that ran dense — every layer of a session without
+** sparsity — report keys_attended = keys_total, the keys the memory held).
 **
 ** [out] out       capacity records, or NULL to ask for the count only.
 ** [out] out_n     receives the number of records available (0 before the first decode step

@@ -132,6 +132,7 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress, 
     backend_->synchronize();  // a device fault surfaces here, before the call reports success
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
     logits_state_ = logits_state::on_backend;
+    dense_stats_.clear();  // a prefill has no per-head figures
   } catch (...) {
     if (saved)
       memory_->restore(saved.get());
@@ -176,6 +177,19 @@ void session::decode(int32_t token, int32_t* next) {
       backend_->synchronize();
     tokens_.push_back(token);
     logits_state_ = logits_state::on_backend;
+    if (!sparse_) {
+      // Every head of every layer read every key the memory holds.
+      const auto keys = static_cast<int32_t>(std::min<uint64_t>(memory_->stats().tokens_held, INT32_MAX));
+      const hparams& hp = model_->hp();
+      dense_stats_.resize(static_cast<size_t>(hp.n_layers) * static_cast<size_t>(hp.n_heads));
+      for (int32_t l = 0; l < hp.n_layers; ++l)
+        for (int32_t h = 0; h < hp.n_heads; ++h) {
+          head_stat& st = dense_stats_[static_cast<size_t>(l * hp.n_heads + h)];
+          st.layer = l;
+          st.head = h;
+          st.keys_attended = st.keys_total = keys;
+        }
+    }
   } catch (...) {
     sampler_.set_state(rng);
     if (sparse_) sparse_->abandon();
@@ -289,6 +303,7 @@ void session::read_policy_state(state_reader& r) {
 
 void session::reset() {
   if (sparse_) sparse_->abandon();
+  dense_stats_.clear();
   memory_->reset();
   unrectified_ = 0;
   tokens_.clear();
@@ -298,8 +313,7 @@ void session::reset() {
 }
 
 const std::vector<head_stat>& session::head_stats() const {
-  static const std::vector<head_stat> none;
-  return sparse_ ? sparse_->head_stats() : none;
+  return sparse_ ? sparse_->head_stats() : dense_stats_;
 }
 
 session_stats session::stats() const {

@@ -121,6 +121,7 @@ class session {
   std::string broken_;  // why the session refuses work, or empty
   uint64_t kv_bytes_read_last_ = 0, last_call_tokens_ = 0, n_rectified_ = 0;
   uint64_t unrectified_ = 0;      // sparse decode steps since the last rectification
+  std::vector<head_stat> dense_stats_;  // the last decode step's figures without sparsity
   double last_call_ms_ = 0;
 
  public:

@@ -171,6 +171,30 @@ TEST_F(api, calls_into_a_session_from_its_own_progress_callback) {
   EXPECT_EQ(sa_prefill(r.s, tail.data(), tail.size(), nullptr, nullptr), SA_ERR_MISUSE);  // gone
 }
 
+TEST_F(api, a_dense_session_reports_every_head_of_its_last_decode_step) {
+  sa_session* s = make_session();
+  const std::vector<int32_t> t = tokenize("the cat sat");
+  size_t n = 99;
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_head_stats(s, nullptr, 0, &n), SA_OK);
+  EXPECT_EQ(n, 0u);  // after a prefill: none
+  ASSERT_EQ(sa_decode_step(s, 104, nullptr), SA_OK);
+  std::vector<sa_head_stat> hs(16);
+  ASSERT_EQ(sa_session_head_stats(s, hs.data(), hs.size(), &n), SA_OK);
+  ASSERT_EQ(n, 2u * 4u);  // n_layers x n_heads, layer-major
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(hs[i].layer, static_cast<int32_t>(i / 4));
+    EXPECT_EQ(hs[i].head, static_cast<int32_t>(i % 4));
+    EXPECT_EQ(hs[i].keys_attended, static_cast<int32_t>(t.size() + 1));
+    EXPECT_EQ(hs[i].keys_total, static_cast<int32_t>(t.size() + 1));
+    EXPECT_EQ(hs[i].sample_budget, -1);
+  }
+  ASSERT_EQ(sa_session_reset(s), SA_OK);
+  ASSERT_EQ(sa_session_head_stats(s, nullptr, 0, &n), SA_OK);
+  EXPECT_EQ(n, 0u);
+  sa_session_destroy(s);
+}
+
 TEST_F(api, versioned_structs_accept_older_and_reject_unknown_newer_fields) {
   // An older caller's struct that ends before `n_ctx`: the rest takes defaults.
   sa_session_params p;
