@@ -51,7 +51,6 @@ prr::prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_ranke
 
 void prr::begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys) {
   plan_ = plan;
-  n_pages_ = plan.n_pages;
   take_p_ = predicted_take(c_, plan);
   const int32_t v[5] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan.n_pages),
                         static_cast<int32_t>(plan.forced + take_p_), static_cast<int32_t>(take_p_),
@@ -104,7 +103,7 @@ void prr::repair(int32_t layer, const tensor& q, const kv_view& kv, const page_s
     int64_t shared = 0;
     for (int64_t i = 0, j = 0; i < n_a && j < n_p;) {
       if (x[i] == y[j]) {
-        shared += !page_is_forced(c_, x[i], n_pages_);
+        shared += !page_is_forced(c_, x[i], plan_.n_pages);
         ++i, ++j;
       } else if (x[i] < y[j]) {
         ++i;
@@ -115,13 +114,12 @@ void prr::repair(int32_t layer, const tensor& q, const kv_view& kv, const page_s
     ++stats_.selections;
     stats_.selected += static_cast<uint64_t>(plan_.take);
     stats_.hits += static_cast<uint64_t>(shared);
-    stats_.wasted += static_cast<uint64_t>(take_p_ - shared);
     wasted_[static_cast<size_t>(r)] = static_cast<int32_t>(take_p_ - shared);
   }
 }
 
 void prr::end_step() {
-  if (!plan_.dense) n_observed_ = std::max(n_observed_, n_pages_);
+  if (!plan_.dense) n_observed_ = std::max(n_observed_, plan_.n_pages);
 }
 
 prr_theta prr::fit(const std::vector<std::vector<float>>& rows, const std::vector<int64_t>& n_keys,
@@ -210,9 +208,17 @@ void prr::remember(int32_t layer, const tensor& q, const batch_meta& m) {
   pending_ = true;
 }
 
-void prr::calibrate(int32_t layer, const tensor& summaries, int64_t summaries_capacity) {
-  if (layer < c_.dense_layers || calib_n_ < 1) return;
+void prr::calibrate(const page_summaries& summaries) {
+  if (!pending_) return;
   const auto t0 = std::chrono::steady_clock::now();
+  for (int32_t l = c_.dense_layers; l < hp_.n_layers; ++l)
+    calibrate_layer(l, summaries.layer(l), summaries.pages_capacity());
+  pending_ = false;
+  stats_.calibration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void prr::calibrate_layer(int32_t layer, const tensor& summaries, int64_t summaries_capacity) {
+  if (calib_n_ < 1) return;
   const bool group = c_.granularity == select_granularity::per_group;
   std::vector<std::vector<float>> scores;
   std::vector<int64_t> n_keys;
@@ -239,14 +245,12 @@ void prr::calibrate(int32_t layer, const tensor& summaries, int64_t summaries_ca
     be_.upload(*row.buf, row.offset, packed.data(), packed.size() * sizeof(float));
   }
   n_observed_ = np;
-  if (layer == c_.dense_layers) stats_.calibration_ms = 0;
-  stats_.calibration_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void prr::write_state(state_writer& w) const {
   byte_packer head;
   head.put(k_state_version).put(static_cast<int64_t>(n_observed_)).put(stats_.selections).put(stats_.selected)
-      .put(stats_.hits).put(stats_.wasted).put(stats_.calibration_ms);
+      .put(stats_.hits).put(stats_.calibration_ms);
   for (const prr_theta& t : theta_) head.put(t.alpha).put(t.beta).put(t.phi);
   w.put("prr/predictor", head.bytes().data(), head.bytes().size(), blob_kind::mutable_blob);
   std::vector<float> row(static_cast<size_t>(2 * n_observed_)), all;
@@ -270,7 +274,6 @@ void prr::read_state(state_reader& r) {
   st.selections = u.get<uint64_t>();
   st.selected = u.get<uint64_t>();
   st.hits = u.get<uint64_t>();
-  st.wasted = u.get<uint64_t>();
   st.calibration_ms = u.get<double>();
   std::vector<prr_theta> theta(theta_.size());
   for (prr_theta& t : theta) {

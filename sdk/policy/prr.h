@@ -32,8 +32,8 @@
 #include "memory/kv_memory.h"
 #include "memory/memory_state.h"
 #include "model/hparams.h"
+#include "policy/page_summaries.h"
 #include "policy/quest.h"
-#include "policy/retro.h"
 #include "policy/sparse_config.h"
 
 namespace sa {
@@ -46,7 +46,6 @@ struct prr_stats {
   uint64_t selections = 0;  // (sparse layer, ranker) selections of decode steps
   uint64_t selected = 0;    // pages they picked by score (forced pages left out)
   uint64_t hits = 0;        // of them, predicted
-  uint64_t wasted = 0;      // predicted pages not picked
   double calibration_ms = 0;  // the last calibration (all layers)
   int32_t grid = 0;           // (α, β, φ) candidates per layer
   double hit_rate() const { return selected ? static_cast<double>(hits) / static_cast<double>(selected) : 0.0; }
@@ -81,10 +80,9 @@ class prr {
   // A prefill batch's last rows (q rotated) are kept for the calibration, which runs once at
   // the end of the prefill call (calibrate), on the last batch's rows: a long prompt pays once.
   void remember(int32_t layer, const tensor& q, const batch_meta& m);
-  bool calibration_pending() const { return pending_; }
-  // The calibration of `layer` on the remembered rows; summaries: the layer's page summaries.
-  void calibrate(int32_t layer, const tensor& summaries, int64_t summaries_capacity);
-  void calibration_done() { pending_ = false; }
+  // The calibration of every sparse layer on the rows remembered since the last one (none:
+  // nothing to do), with the layers' page summaries.
+  void calibrate(const page_summaries& summaries);
 
   const prr_stats& stats() const { return stats_; }
   const std::vector<prr_theta>& theta() const { return theta_; }
@@ -96,6 +94,7 @@ class prr {
  private:
   // The grid search of one layer over host scores rows[t][ranker][page]; returns the best θ
   // and leaves its final state in level/trend [ranker][page].
+  void calibrate_layer(int32_t layer, const tensor& summaries, int64_t summaries_capacity);
   prr_theta fit(const std::vector<std::vector<float>>& rows, const std::vector<int64_t>& n_keys,
                 std::vector<float>& level, std::vector<float>& trend) const;
 
@@ -116,7 +115,7 @@ class prr {
   bool pending_ = false;
   int64_t select_bound_p_ = 0;
   page_plan plan_;    // Quest's plan of the step
-  int64_t n_pages_ = 0, n_observed_ = 0, take_p_ = 0;
+  int64_t n_observed_ = 0, take_p_ = 0;
   std::vector<prr_theta> theta_;
   std::vector<int32_t> host_a_, host_p_, wasted_;
   prr_stats stats_;

@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
 #include "policy/sparse_config.h"
 
 namespace sa {
@@ -38,6 +39,15 @@ page_plan plan_pages(const sparse_config& c, int64_t n_keys);
 
 // Whether page p (of n_pages) is a sink or local page.
 bool page_is_forced(const sparse_config& c, int64_t p, int64_t n_pages);
+
+// One decode row's Quest selection on the backend (what RetroAttention and PRR read of it).
+struct page_selection {
+  const tensor* pages = nullptr;  // i32 [n_rankers][select_bound]
+  int64_t select_bound = 0;
+  const tensor* plan = nullptr;   // i32 [4] {n_keys, n_pages, n_selected, take}
+  int32_t page_size = 16;
+  bool group_mean = false;        // rankers are KV heads
+};
 
 // Appends the slots of pages (ascending) to slots, the last page cut at n_keys.
 void append_page_slots(std::span<const int32_t> pages, int32_t page_size, int64_t n_keys,

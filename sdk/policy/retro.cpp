@@ -48,8 +48,7 @@ void retro::correct(int32_t layer, const tensor& q_past, const kv_view& kv, cons
       be_.merge_attention(att_past, lse_past, out, lse);
     }
   }
-  be_.stamp_pages(dense ? stamps : *sel.pages, sel.select_bound, *sel.plan, n_rankers_, dense, stamps,
-                  pages_capacity_);
+  be_.stamp_pages(*sel.pages, sel.select_bound, *sel.plan, n_rankers_, dense, stamps, pages_capacity_);
 }
 
 void retro::keep(int32_t layer, const tensor& att, const tensor& lse) {

@@ -31,17 +31,9 @@
 #include "backend/step_buffer.h"
 #include "memory/memory_state.h"
 #include "model/hparams.h"
+#include "policy/quest.h"
 
 namespace sa {
-
-// One decode row's Quest selection on the backend, as sparse_attention keeps it.
-struct page_selection {
-  const tensor* pages = nullptr;  // i32 [n_rankers][select_bound]
-  int64_t select_bound = 0;
-  const tensor* plan = nullptr;   // i32 [4] {n_keys, n_pages, n_selected, take}
-  int32_t page_size = 16;
-  bool group_mean = false;        // rankers are KV heads
-};
 
 struct retro_stats {
   uint64_t queries = 0;            // (query, layer, head) triples that left the window, sparse

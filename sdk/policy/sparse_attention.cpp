@@ -242,14 +242,8 @@ void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
     attend_row(layer, q.row_range(n - 1, 1), kv, row, out.row_range(n - 1, 1), lse.row_range(n - 1, 1));
   }
   if (!retro_) return;
-  page_selection sel;
-  sel.pages = &selected_;
-  sel.select_bound = select_bound_;
-  sel.plan = &plan_t_;
-  sel.page_size = c_.page_size;
-  sel.group_mean = c_.granularity == select_granularity::per_group;
   const bool dense_layer = layer < c_.dense_layers || plan_.dense;
-  retro_->correct(layer, q.row_range(0, n - 1), kv, sel, dense_layer, scale_, out.row_range(0, n - 1),
+  retro_->correct(layer, q.row_range(0, n - 1), kv, selection(), dense_layer, scale_, out.row_range(0, n - 1),
                   lse.row_range(0, n - 1));
   retro_->keep(layer, out, lse);
 }
@@ -259,10 +253,17 @@ void sparse_attention::observe_prefill(int32_t layer, const tensor& q, const bat
 }
 
 void sparse_attention::end_prefill() {
-  if (!prr_ || !prr_->calibration_pending()) return;
-  for (int32_t l = c_.dense_layers; l < hp_.n_layers; ++l)
-    prr_->calibrate(l, summaries_.layer(l), summaries_.pages_capacity());
-  prr_->calibration_done();
+  if (prr_) prr_->calibrate(summaries_);
+}
+
+page_selection sparse_attention::selection() const {
+  page_selection sel;
+  sel.pages = &selected_;
+  sel.select_bound = select_bound_;
+  sel.plan = &plan_t_;
+  sel.page_size = c_.page_size;
+  sel.group_mean = c_.granularity == select_granularity::per_group;
+  return sel;
 }
 
 void sparse_attention::commit() {
@@ -298,13 +299,7 @@ void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view&
     if (prr_) prr_->speculate(layer, q, kv, scale_, out, lse);
     select(layer, q);
     if (prr_) {
-      page_selection a;
-      a.pages = &selected_;
-      a.select_bound = select_bound_;
-      a.plan = &plan_t_;
-      a.page_size = c_.page_size;
-      a.group_mean = group;
-      prr_->repair(layer, q, kv, a, page_scores_, pages_bound_, scale_, out, lse);
+      prr_->repair(layer, q, kv, selection(), page_scores_, pages_bound_, scale_, out, lse);
       if (c_.prr == speculation::superset) {
         // The wasted pages were attended too (full pages: the newest is always selected).
         const int32_t per_group = hp_.n_heads / hp_.n_kv_heads;

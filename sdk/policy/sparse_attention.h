@@ -95,6 +95,8 @@ class sparse_attention {
   // The decode row's attention (the body of attend()).
   void attend_row(int32_t layer, const tensor& q, const kv_view& kv, const batch_meta& m,
                   const tensor& out, const tensor& lse);
+  // selected_ and the step's plan as the corrections read them.
+  page_selection selection() const;
   // Quest's selection for this step's plan into selected_ (on the backend).
   void select(int32_t layer, const tensor& q);
   // fixed_[h]: the slots of the pages query head h attends by Quest's ranking (per head or

@@ -319,8 +319,11 @@ TEST(retro_session, corrects_past_tokens_kv_and_restarts_its_window_after_a_pref
   EXPECT_NE(plain.logits(), retro.logits());
   // ... and the window holds the last 3 tokens; a prefill empties it.
   EXPECT_GT(retro.stats().retro_effective_budget, 1.0);
+  EXPECT_EQ(retro.sparse()->retro_rows(), 3);
   retro.prefill(sa_test::token_stream(5, 4), nullptr);
+  EXPECT_EQ(retro.sparse()->retro_rows(), 0);
   retro.decode(9);
+  EXPECT_EQ(retro.sparse()->retro_rows(), 1);
   EXPECT_EQ(retro.tokens().size(), 400u + 10u + 5u + 1u);
 }
 
