@@ -199,13 +199,7 @@ void decode(const gpu_bench_options& o, double bw, json_out& js) {
   std::mt19937 rng(17);
   std::uniform_int_distribution<int32_t> tok(300, hp.n_vocab - 3);
   for (int depth : o.depths) {
-    sa::session_config c;
-    c.backend = o.backend;
-    c.device = o.device;
-    c.n_ctx = depth + o.steps + 16;
-    c.n_batch = o.batch;
-    c.kv_type = sa::dtype::f16;
-    sa::session s(m, c);
+    sa::session s(m, bench_session_config(o, depth + o.steps + 16));
     std::vector<int32_t> prompt(static_cast<size_t>(std::max(depth, 1)));
     for (int32_t& t : prompt) t = tok(rng);
     const auto p0 = clock_type::now();

@@ -82,6 +82,16 @@ double time_recorded(sa::backend& be, uint64_t key, int calls, const std::functi
   return t[t.size() / 2];
 }
 
+sa::session_config bench_session_config(const gpu_bench_options& o, int32_t n_ctx) {
+  sa::session_config c;
+  c.backend = o.backend;
+  c.device = o.device;
+  c.n_ctx = n_ctx;
+  c.n_batch = o.batch;
+  c.kv_type = sa::dtype::f16;
+  return c;
+}
+
 std::unique_ptr<sa::backend> bench_backend(const gpu_bench_options& o) {
   return sa::make_backend(o.backend, o.device, 0);
 }

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "gpu_bench.h"
+#include "session/session.h"
 
 namespace sa {
 class model;
@@ -38,6 +39,10 @@ uint64_t next_key();
 // a replay and its wait (a few microseconds of submission included).
 double time_recorded(sa::backend& be, uint64_t key, int calls, const std::function<void(int)>& call,
                      int reps = 7);
+
+// A session on the measured backend and device: an f16 cache of n_ctx tokens, prefill chunks of
+// --batch.
+sa::session_config bench_session_config(const gpu_bench_options& o, int32_t n_ctx);
 
 // The backend a measurement runs on (--backend cuda or vulkan).
 std::unique_ptr<sa::backend> bench_backend(const gpu_bench_options& o);

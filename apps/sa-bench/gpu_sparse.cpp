@@ -191,12 +191,7 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
     const char* key;  // its --methods name
   };
   for (int depth : o.depths) {
-    sa::session_config base;
-    base.backend = o.backend;
-    base.device = o.device;
-    base.n_ctx = depth + o.steps + 64;
-    base.n_batch = o.batch;
-    base.kv_type = sa::dtype::f16;
+    const sa::session_config base = bench_session_config(o, depth + o.steps + 64);
     std::vector<method> methods;
     methods.push_back({"dense", base, "dense"});
     sa::session_config q = base;

@@ -71,6 +71,25 @@ constexpr int64_t k_max_index = int64_t{1} << 32;  // element indices stay 32-bi
 constexpr size_t k_slot_o = 2, k_slot_lse = 3;
 
 uint32_t u32(int64_t x) { return static_cast<uint32_t>(x); }
+
+// The split kernel's parameters every key source shares: q [n][n_heads][head_dim], the
+// caches, the GQA group, the scale (log_w points at q: unread unless a source sets flags & 1).
+split_pc split_base(vulkan_backend& be, const tensor& q, const kv_view& kv, int64_t v_capacity, int64_t n,
+                    int32_t n_heads, int64_t group, int32_t head_dim, float scale) {
+  split_pc pc{};
+  pc.q = be.addr(q);
+  pc.k = be.addr(*kv.k);
+  pc.v = be.addr(*kv.v);
+  pc.log_w = pc.q;
+  pc.n = u32(n);
+  pc.n_heads = u32(n_heads);
+  pc.group = u32(group);
+  pc.head_dim = u32(head_dim);
+  pc.k_cap = u32(kv.capacity);
+  pc.v_cap = u32(v_capacity);
+  pc.scale = scale;
+  return pc;
+}
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 shader by_type(dtype t, shader f32, shader f16, shader bf16) {
@@ -182,20 +201,9 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
   const int64_t groups = int64_t{n_kv_heads} * chunks * ceil_div(n, rb);
   const int64_t splits = split_count(groups, bound);
   const dtype type = kv.k->type;
-  split_pc pc{};
-  pc.q = addr(q);
-  pc.k = addr(*kv.k);
-  pc.v = addr(*kv.v);
+  split_pc pc = split_base(*this, q, kv, v_capacity, n, n_heads, group, head_dim, scale);
   pc.lens = ints(kv_len);
   pc.rows = kv.v_rows ? ints(*kv.v_rows) : pc.lens;  // unread without flags & 1
-  pc.log_w = pc.q;                                    // unread (sets only)
-  pc.n = u32(n);
-  pc.n_heads = u32(n_heads);
-  pc.group = u32(group);
-  pc.head_dim = u32(head_dim);
-  pc.k_cap = u32(kv.capacity);
-  pc.v_cap = u32(v_capacity);
-  pc.scale = scale;
   pc.hb = u32(hb);
   pc.rb = u32(rb);
   pc.bound = u32(bound);
@@ -231,20 +239,10 @@ void vulkan_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t 
 
   const int64_t group = n_heads / n_kv_heads;
   const int64_t splits = split_count(items, sets.largest);
-  split_pc pc{};
-  pc.q = addr(q);
-  pc.k = addr(*kv.k);
-  pc.v = addr(*kv.v);
+  split_pc pc = split_base(*this, q, kv, kv.capacity, n, n_heads, group, head_dim, scale);
   pc.lens = ints(*sets.offsets);
   pc.rows = ints(*sets.slots);
-  pc.log_w = sets.log_weights ? addr(*sets.log_weights) : pc.q;  // unread without flags & 1
-  pc.n = u32(n);
-  pc.n_heads = u32(n_heads);
-  pc.group = u32(group);
-  pc.head_dim = u32(head_dim);
-  pc.k_cap = u32(kv.capacity);
-  pc.v_cap = u32(kv.capacity);
-  pc.scale = scale;
+  if (sets.log_weights) pc.log_w = addr(*sets.log_weights);  // read with flags & 1
   pc.hb = 1;
   pc.rb = 1;
   pc.bound = u32(sets.largest);
@@ -278,20 +276,9 @@ void vulkan_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t
   const int64_t chunks = group_mean ? ceil_div(group, k_vectors) : group;
   const int64_t hb = group_mean ? ceil_div(group, chunks) : 1;
   const int64_t splits = split_count(int64_t{n_kv_heads} * chunks, bound);
-  split_pc pc{};
-  pc.q = addr(q);
-  pc.k = addr(*kv.k);
-  pc.v = addr(*kv.v);
+  split_pc pc = split_base(*this, q, kv, kv.capacity, 1, n_heads, group, head_dim, scale);
   pc.lens = ints(plan);
   pc.rows = ints(pages);
-  pc.log_w = pc.q;  // unread
-  pc.n = 1;
-  pc.n_heads = u32(n_heads);
-  pc.group = u32(group);
-  pc.head_dim = u32(head_dim);
-  pc.k_cap = u32(kv.capacity);
-  pc.v_cap = u32(kv.capacity);
-  pc.scale = scale;
   pc.hb = u32(hb);
   pc.rb = 1;
   pc.bound = u32(bound);
