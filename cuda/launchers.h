@@ -98,6 +98,12 @@ cudaError_t launch_gemv(const product_task* tasks, int32_t n_tasks, const float*
 // [n][n_in] halves.
 cudaError_t launch_gemm(const product_task* tasks, int32_t n_tasks, const float* x, int64_t n,
                         epilogue ep, void* xh, cudaStream_t s);
+// Operands of a library GEMM as f16 (gemm_operands.cu): x [n_elems] f32 -> out [n_elems] f16;
+// rows [first, first + count) of w -> out [count][w.cols] f16 (w.cols a multiple of 16, and of
+// 256 for the k-quants).
+cudaError_t launch_rows_to_half(const float* x, int64_t n_elems, void* out, cudaStream_t s);
+cudaError_t launch_dequantize_rows(const weight_ref& w, int64_t first, int64_t count, void* out,
+                                   cudaStream_t s);
 // Whether the fast kernels take this weight (else the generic fallback does).
 bool gemv_supported(const weight_ref& w);
 bool gemm_supported(const weight_ref& w);

@@ -229,6 +229,39 @@ TEST_P(ops, matmul_on_the_shapes_of_a_model_layer) {
   }
 }
 
+TEST_P(ops, products_of_many_rows_match_with_and_without_the_vendor_library) {
+  if (GetParam() != backend_kind::cuda) GTEST_SKIP() << "only the CUDA backend loads cuBLASLt";
+  // Many-row products go to cuBLASLt where it is installed (f16 operands: weights of the other
+  // types are dequantized in bands of 32 MiB, here 2048 rows, so this shape takes two bands
+  // with a short second one) and to the project's kernel with SA_CUDA_CUBLASLT=0. Both
+  // against the reference, storing and accumulating.
+  const int64_t n_in = 8192, n_out = 2048 + 40, n_rows = 128;
+  const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n_rows), 32);
+  const std::vector<float> y0 = random_vec(static_cast<size_t>(n_rows * n_out), 33);
+  for (dtype type : k_weight_types) {
+    std::vector<float> wd;
+    std::vector<double> ref;
+    for (const char* setting : {"", "0"}) {
+      if (*setting) setenv("SA_CUDA_CUBLASLT", setting, 1);
+      harness h(GetParam());
+      unsetenv("SA_CUDA_CUBLASLT");
+      const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 31, 0.05f), type, n_in,
+                                n_out, wd);
+      if (ref.empty()) ref = ref_matmul(wd, x, n_in, n_out, n_rows);
+      const char* path = *setting ? " without the library" : " with the library if installed";
+      const tensor xt = h.upload(x, n_in, n_rows);
+      const tensor y = h.upload(std::vector<float>(ref.size(), NAN), n_out, n_rows);
+      h.be->matmul(w, xt, y);
+      EXPECT_LT(rel_err(h.download(y), ref), 3e-3) << sa::traits(type).name << path;
+      std::vector<double> acc = ref;
+      for (size_t i = 0; i < acc.size(); ++i) acc[i] += y0[i];
+      const tensor ya = h.upload(y0, n_out, n_rows);
+      h.be->matmul_add(w, xt, ya);
+      EXPECT_LT(rel_err(h.download(ya), acc), 3e-3) << "accumulate " << sa::traits(type).name << path;
+    }
+  }
+}
+
 TEST_P(ops, fused_products_equal_their_parts) {
   for (dtype type : {dtype::f16, dtype::q8_0, dtype::q4_k}) {
     for (int64_t n : {1, 3, 40}) {

@@ -14,7 +14,21 @@ constexpr size_t k_ring_bytes = 8u << 20;      // pinned staging for small uploa
 constexpr size_t k_small_upload = 1u << 20;    // larger uploads copy synchronously
 constexpr size_t k_max_download_chunk = 64u << 20;
 
-enum scratch_slot : size_t { k_attention = 0, k_swiglu_up = 1, k_sampling = 2, k_slots = 3 };
+enum scratch_slot : size_t {
+  k_attention = 0,
+  k_swiglu_up = 1,
+  k_sampling = 2,
+  k_lt_x = 3,        // the rows of a library product as f16
+  k_lt_weights = 4,  // a band of weight rows dequantized to f16
+  k_lt_work = 5,     // cuBLASLt's workspace
+  k_slots = 6
+};
+// A band of dequantized weight rows: at most this many bytes (it stays in L2 between the
+// dequantization and the product).
+constexpr int64_t k_band_bytes = 32 << 20;
+// Rows from which a product of dequantized weights goes to the library (fewer rows do not pay
+// for writing the f16 weights).
+constexpr int64_t k_lt_min_rows_dequantized = 128;
 
 etype etype_of(dtype t) { return static_cast<etype>(static_cast<uint32_t>(t)); }
 
@@ -89,6 +103,7 @@ cuda_backend::cuda_backend(int device) : device_(device) {
   up_ring_ = static_cast<uint8_t*>(ring);
   up_size_ = k_ring_bytes;
   scratch_.resize(k_slots);
+  lt_ = cublaslt::open(&lt_why_);
   // SA_CUDA_GRAPHS=0 runs every step eagerly (a diagnostic: recorded and eager steps run the
   // same kernels, so their results must be identical).
   const char* g = std::getenv("SA_CUDA_GRAPHS");
@@ -100,6 +115,7 @@ cuda_backend::~cuda_backend() {
   if (stream_) cudaStreamSynchronize(stream_);
   for (auto& [key, st] : steps_)
     if (st.exec) cudaGraphExecDestroy(st.exec);
+  lt_.reset();
   for (const pending_upload& p : up_pending_) cudaEventDestroy(p.done);
   for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   scratch_.clear();
@@ -292,19 +308,64 @@ void cuda_backend::products(const tensor& x, std::span<const tensor> w, std::spa
   if (gemv) {
     check(launch_gemv(tasks, count, ptr<float>(x), n, ep, stream_), "matmul (gemv)");
   } else if (gemm && ep != epilogue::swiglu) {
-    check(launch_gemm(tasks, count, ptr<float>(x), n, ep, nullptr, stream_), "matmul (gemm)");
+    gemm_products(tasks, count, ptr<float>(x), n, ep == epilogue::accumulate);
   } else if (gemm) {
     // silu(x gate^T) * (x up^T): two products, the second into scratch, then the SwiGLU.
     const int64_t n_ff = w[0].rows();
     float* up = static_cast<float*>(scratch(k_swiglu_up, static_cast<size_t>(n * n_ff) * sizeof(float)));
-    product_task g = tasks[0], u = tasks[1];
-    u.y = up;
-    check(launch_gemm(&g, 1, ptr<float>(x), n, epilogue::store, nullptr, stream_), "matmul (gemm)");
-    check(launch_gemm(&u, 1, ptr<float>(x), n, epilogue::store, nullptr, stream_), "matmul (gemm)");
-    check(launch_swiglu(g.y, up, g.y, n * n_ff, stream_), "swiglu");
+    product_task gu[2] = {tasks[0], tasks[1]};
+    gu[1].y = up;
+    gemm_products(gu, 2, ptr<float>(x), n, false);
+    check(launch_swiglu(gu[0].y, up, gu[0].y, n * n_ff, stream_), "swiglu");
   } else {
     check(launch_matmul_generic(tasks, count, ptr<float>(x), n, ep, stream_), "matmul (generic)");
   }
+}
+
+void cuda_backend::gemm_products(const product_task* tasks, int32_t count, const float* x, int64_t n,
+                                 bool accumulate) {
+  const epilogue ep = accumulate ? epilogue::accumulate : epilogue::store;
+  const int64_t k = tasks[0].w.cols;
+  // Each task goes to the library when it is loaded, has kernels for the shapes and, for weights
+  // that must be dequantized first, the rows pay for it; else to the project's kernel.
+  auto band_rows = [&](const weight_ref& w) {
+    if (w.type == etype::f16) return w.rows;
+    return std::min(w.rows, std::max<int64_t>(256, k_band_bytes / (k * 2) / 256 * 256));
+  };
+  auto to_library = [&](const weight_ref& w) {
+    if (!lt_ || (w.type != etype::f16 && n < k_lt_min_rows_dequantized)) return false;
+    const int64_t band = band_rows(w), last = w.rows % band;
+    return lt_->supports(n, band, k, w.rows, accumulate) &&
+           (last == 0 || lt_->supports(n, last, k, w.rows, accumulate));
+  };
+  void* xh = nullptr;
+  for (int32_t t = 0; t < count; ++t) {
+    const weight_ref& w = tasks[t].w;
+    if (!to_library(w)) {
+      check(launch_gemm(&tasks[t], 1, x, n, ep, nullptr, stream_), "matmul (gemm)");
+      continue;
+    }
+    if (!xh) {
+      xh = scratch(k_lt_x, static_cast<size_t>(n * k) * 2);
+      check(launch_rows_to_half(x, n * k, xh, stream_), "matmul (rows to f16)");
+    }
+    void* work = scratch(k_lt_work, cublaslt::k_workspace_bytes);
+    if (w.type == etype::f16) {
+      lt_->gemm(w.base, xh, n, w.rows, k, tasks[t].y, w.rows, accumulate, work, stream_);
+      continue;
+    }
+    const int64_t band = band_rows(w);
+    void* wh = scratch(k_lt_weights, static_cast<size_t>(band * k) * 2);
+    for (int64_t r0 = 0; r0 < w.rows; r0 += band) {
+      const int64_t rows = std::min(band, w.rows - r0);
+      check(launch_dequantize_rows(w, r0, rows, wh, stream_), "matmul (dequantize to f16)");
+      lt_->gemm(wh, xh, n, rows, k, tasks[t].y + r0, w.rows, accumulate, work, stream_);
+    }
+  }
+}
+
+const char* cuda_backend::prefill_products() const {
+  return lt_ ? "cuBLASLt" : "mma.sync kernel";
 }
 
 void cuda_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {

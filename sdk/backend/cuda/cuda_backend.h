@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cublaslt.h"
 #include "backend/cuda/cuda_entry.h"
 #include "launchers.h"
 
@@ -117,11 +118,17 @@ class cuda_backend final : public backend {
 
   step_counts steps() const override { return counts_; }
   cudaStream_t stream() const { return stream_; }
+  // What runs the products of many rows: "cuBLASLt" or "mma.sync kernel"; why_no_library()
+  // says why the library is not used.
+  const char* prefill_products() const;
+  const std::string& why_no_library() const { return lt_why_; }
 
  private:
   // A scratch buffer that only grows; growing invalidates recorded steps.
   void* scratch(size_t slot, size_t bytes);
   void products(const tensor& x, std::span<const tensor> w, std::span<const tensor> y, epilogue ep);
+  // Products of many rows (store or accumulate), each through cuBLASLt or the mma kernel.
+  void gemm_products(const product_task* tasks, int32_t count, const float* x, int64_t n, bool accumulate);
   attention_args args_of(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, float scale, const tensor& out, const tensor& lse) const;
   rope_desc rope_of(const rope_params& p) const;
@@ -152,6 +159,8 @@ class cuda_backend final : public backend {
   step_counts counts_;
   bool capturing_ = false;
   bool graphs_ = true;
+  std::unique_ptr<cublaslt> lt_;  // null: the library is off or absent (lt_why_ says which)
+  std::string lt_why_;
 };
 
 }  // namespace sa::cuda
