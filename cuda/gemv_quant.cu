@@ -1,15 +1,19 @@
 // Matrix-vector products for decode: y[i][o] (+)= sum_k w[o][k] x[i][k] for a few input rows
-// (n <= 8), every weight type, dequantized in registers, f32 arithmetic.
+// (n <= 8), every weight type, dequantized in registers.
 //
 // Shapes: w [rows][n_in] in the device layout (launchers.h); x [n][n_in] f32; y [n][rows] f32.
 // Bytes that must move: the weights once (rows * row_bytes) plus x and y; x (at most 8 x 57 KB
 // on an 8B model) stays in L1/L2, so the kernel streams the weights and is bound by memory
 // bandwidth. A warp owns OUTS consecutive output rows (1, or 2 for quantized products with
 // many rows) over their whole width: consecutive lanes take consecutive chunks (16 bytes of an
-// f32/f16/bf16 row, 4 bytes of quants plus their scales for the quantized formats, so that a
-// warp's x loads are contiguous too), up to 8 chunks ahead (about 256 bytes of raw weights per
-// lane in flight). Small integers become floats by a byte move into 2^23's mantissa and a
-// subtraction (full rate; a conversion instruction runs at a quarter of it).
+// f32/f16/bf16 row with f32 inputs; 8 weights of a quantized row with int16 inputs, so that a
+// warp's input loads are contiguous too), up to 8 chunks ahead (about 256 bytes of raw weights
+// per lane in flight).
+// Quantized weights multiply the input quantized to int16 per block of 32 (quant_blocks.cuh,
+// wi_*): one small kernel quantizes x into scratch, then the products run as integer dot
+// products. f32 inputs cost 4 bytes of L1 traffic and 3 instructions per weight, which bound
+// these products below the bandwidth; the int16 inputs keep the error within 2^-16 of each
+// block's largest input (measured against the f32 products in the parity suite).
 // Up to three products of one x run in one launch (q, k, v); the SwiGLU epilogue reads gate and
 // up rows in pairs and writes silu(g) * u (the feed-forward's first half in one kernel).
 #include "quant_blocks.cuh"
@@ -28,7 +32,9 @@ struct gemv_params {
   int64_t rows[3];     // output rows of each task
   int32_t first_block[4];
   int32_t n_tasks;
-  const float* x;
+  const float* x;       // f32 inputs [nx][n_in]
+  const int16_t* xq;    // or quantized: [nx][n_in] in chunk order, scales xd [nx][n_in / 32]
+  const float* xd;
   int64_t n_in;
   int32_t nx;          // input rows
   epilogue ep;
@@ -67,9 +73,13 @@ __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_param
 
   const int64_t n_chunks = p.n_in / W::E;
   // Chunks in flight per lane: about 256 bytes of raw weights (fewer with 8 input rows, whose
-  // sums take the registers).
+  // sums take the registers). A warp with one quantized row takes 4 (32 bytes of Q8_0 quants):
+  // more would cost a fourth block per SM, and 4096-row products would need a second wave.
   constexpr int raw_bytes = static_cast<int>(sizeof(typename W::raw)) * WR * OUTS;
-  constexpr int U = MULTI ? 1 : (256 / raw_bytes >= 8 ? 8 : 256 / raw_bytes >= 4 ? 4 : 256 / raw_bytes >= 2 ? 2 : 1);
+  constexpr int U = MULTI ? 1
+                    : W::int16_inputs && WR * OUTS == 1
+                        ? 4
+                        : (256 / raw_bytes >= 8 ? 8 : 256 / raw_bytes >= 4 ? 4 : 256 / raw_bytes >= 2 ? 2 : 1);
   for (int64_t base = lane; base < n_chunks; base += U * k_warp) {
     typename W::raw r[U][WR][OUTS];
 #pragma unroll
@@ -89,7 +99,11 @@ __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_param
 #pragma unroll
       for (int i = 0; i < NX; ++i) {
         if (MULTI && i >= nx) break;
-        const typename W::xs xv = W::load_x(p.x + i * p.n_in, c);
+        typename W::xs xv;
+        if constexpr (W::int16_inputs)
+          xv = W::load_x(p.xq + i * p.n_in, p.xd + i * (p.n_in / 32), c);
+        else
+          xv = W::load_x(p.x + i * p.n_in, c);
 #pragma unroll
         for (int a = 0; a < WR; ++a)
 #pragma unroll
@@ -123,8 +137,46 @@ __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_param
   }
 }
 
+// x [nx][n_in] f32 -> xq [nx][n_in] int16 in the order W's chunks read it, xd [nx][n_in / 32]:
+// per block of 32 consecutive elements d = max|x| / 32767 and xq = rint(x / d) (0 where the
+// block is all zeros). The element at offset j of the run s (0 or 1) of a group of 2H elements
+// is stored at 8 (j / 4) + 4 s + j % 4 within the group (H = 0: in place). One warp per block;
+// n_in is a multiple of 2H, so groups never straddle rows.
+// Bytes: 4 read and 2.125 written per element.
+template <int H>
+__global__ void quantize_inputs_kernel(const float* x, int64_t n_blocks, int16_t* xq, float* xd) {
+  pdl_begin();
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x / k_warp) + threadIdx.x / k_warp;
+  if (b >= n_blocks) return;
+  const int lane = static_cast<int>(threadIdx.x % k_warp);
+  const int64_t e = b * 32 + lane;
+  const float v = x[e];
+  const float d = warp_max(fabsf(v)) / 32767.0f;
+  const int q = d > 0.0f ? __float2int_rn(v / d) : 0;
+  int64_t at = e;
+  if constexpr (H > 0) {
+    const int64_t g = e / (2 * H);
+    const int r = static_cast<int>(e % (2 * H)), run = r / H, j = r % H;
+    at = g * (2 * H) + 8 * (j / 4) + 4 * run + j % 4;
+  }
+  xq[at] = static_cast<int16_t>(q);
+  if (lane == 0) xd[b] = d;
+}
+
 template <typename W, int OUTS>
-cudaError_t run(gemv_params& p, cudaStream_t s) {
+cudaError_t run(gemv_params& p, void* inputs, cudaStream_t s) {
+  if constexpr (W::int16_inputs) {
+    const int64_t n_blocks = p.nx * (p.n_in / 32);
+    int16_t* xq = static_cast<int16_t*>(inputs);
+    float* xd = reinterpret_cast<float*>(xq + p.nx * p.n_in);
+    constexpr int per_block = 8;  // warps
+    launch_kernel(quantize_inputs_kernel<W::H>, static_cast<unsigned>(ceil_div(n_blocks, per_block)),
+                  per_block * k_warp, 0, s, p.x, n_blocks, xq, xd);
+    p.xq = xq;
+    p.xd = xd;
+  } else {
+    (void)inputs;
+  }
   const bool swiglu = p.ep == epilogue::swiglu;
   const int tasks = swiglu ? 1 : p.n_tasks;
   int32_t blocks = 0;
@@ -154,7 +206,7 @@ int chunk_elems(etype t) {
     case etype::f32:
     case etype::f16:
     case etype::bf16: return 8;
-    case etype::q8_0: return 4;
+    case etype::q8_0:
     case etype::q4_0:
     case etype::q4_k:
     case etype::q6_k: return 8;
@@ -188,12 +240,24 @@ __global__ void matmul_generic_kernel(etype type, wview w, int64_t rows, const f
 
 bool gemv_supported(const weight_ref& w) {
   const int e = chunk_elems(w.type);
-  return e > 0 && w.cols % e == 0 && (w.type == etype::q4_k || w.type == etype::q6_k ? w.cols % 256 == 0 : true);
+  const bool quantized = w.type != etype::f32 && w.type != etype::f16 && w.type != etype::bf16;
+  return e > 0 && w.cols % e == 0 && (quantized ? w.cols % 32 == 0 : true) &&
+         (w.type == etype::q4_k || w.type == etype::q6_k ? w.cols % 256 == 0 : true);
+}
+
+size_t gemv_input_bytes(const weight_ref& w, int64_t n) {
+  switch (w.type) {
+    case etype::f32:
+    case etype::f16:
+    case etype::bf16: return 0;
+    default: return static_cast<size_t>(n * w.cols) * sizeof(int16_t) + static_cast<size_t>(n * (w.cols / 32)) * sizeof(float);
+  }
 }
 
 cudaError_t launch_gemv(const product_task* tasks, int32_t n_tasks, const float* x, int64_t n,
-                        epilogue ep, cudaStream_t s) {
-  if (n_tasks < 1 || n_tasks > 3 || n < 1 || n > k_max_x || (ep == epilogue::swiglu && n_tasks != 2))
+                        epilogue ep, void* inputs, cudaStream_t s) {
+  if (n_tasks < 1 || n_tasks > 3 || n < 1 || n > k_max_x || (ep == epilogue::swiglu && n_tasks != 2) ||
+      (gemv_input_bytes(tasks[0].w, n) > 0 && inputs == nullptr))
     return cudaErrorInvalidValue;
   gemv_params p{};
   for (int t = 0; t < n_tasks; ++t) {
@@ -214,13 +278,13 @@ cudaError_t launch_gemv(const product_task* tasks, int32_t n_tasks, const float*
   for (int t = 0; t < (ep == epilogue::swiglu ? 1 : n_tasks); ++t) rows += tasks[t].w.rows;
   const bool pairs = rows >= k_pair_rows;
   switch (tasks[0].w.type) {
-    case etype::f32: return run<wc_f32, 1>(p, s);
-    case etype::f16: return run<wc_half<false>, 1>(p, s);
-    case etype::bf16: return run<wc_half<true>, 1>(p, s);
-    case etype::q8_0: return pairs ? run<wc_q8_0, 2>(p, s) : run<wc_q8_0, 1>(p, s);
-    case etype::q4_0: return pairs ? run<wc_q4_0, 2>(p, s) : run<wc_q4_0, 1>(p, s);
-    case etype::q4_k: return pairs ? run<wc_q4_k, 2>(p, s) : run<wc_q4_k, 1>(p, s);
-    case etype::q6_k: return pairs ? run<wc_q6_k, 2>(p, s) : run<wc_q6_k, 1>(p, s);
+    case etype::f32: return run<wc_f32, 1>(p, inputs, s);
+    case etype::f16: return run<wc_half<false>, 1>(p, inputs, s);
+    case etype::bf16: return run<wc_half<true>, 1>(p, inputs, s);
+    case etype::q8_0: return pairs ? run<wi_q8_0, 2>(p, inputs, s) : run<wi_q8_0, 1>(p, inputs, s);
+    case etype::q4_0: return pairs ? run<wi_q4_0, 2>(p, inputs, s) : run<wi_q4_0, 1>(p, inputs, s);
+    case etype::q4_k: return pairs ? run<wi_q4_k, 2>(p, inputs, s) : run<wi_q4_k, 1>(p, inputs, s);
+    case etype::q6_k: return pairs ? run<wi_q6_k, 2>(p, inputs, s) : run<wi_q6_k, 1>(p, inputs, s);
   }
   return cudaErrorInvalidValue;
 }

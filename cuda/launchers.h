@@ -91,9 +91,12 @@ struct product_task {
   weight_ref w;
   float* y = nullptr;
 };
-// Few rows (n <= 8): f32 matrix-vector products that dequantize in registers.
+// Few rows (n <= 8): matrix-vector products that dequantize in registers; quantized weights
+// multiply x quantized to int16 per block of 32 (gemv_quant.cu says the error). inputs: scratch
+// of gemv_input_bytes(tasks[0].w, n) bytes for the quantized x (null when that is 0).
+size_t gemv_input_bytes(const weight_ref& w, int64_t n);
 cudaError_t launch_gemv(const product_task* tasks, int32_t n_tasks, const float* x, int64_t n,
-                        epilogue ep, cudaStream_t s);
+                        epilogue ep, void* inputs, cudaStream_t s);
 // Many rows: tensor cores (f16 operands, f32 accumulation). xh: scratch for x as f16, room for
 // [n][n_in] halves.
 cudaError_t launch_gemm(const product_task* tasks, int32_t n_tasks, const float* x, int64_t n,

@@ -1,8 +1,9 @@
 // Weight formats on the device (layouts in launchers.h): how each kernel reads them.
 //
 //   dequant_one   one element, with the CPU reference's exact arithmetic (embedding rows)
-//   wchunk<...>   a lane's 16-byte chunk for matrix-vector products: fetch (loads issued early),
-//                 then dot with x in f32
+//   wc_*          a lane's chunk for matrix-vector products with f32 inputs (f32/f16/bf16
+//                 weights): fetch (loads issued early), then dot with x in f32
+//   wi_*          the same for quantized weights with int16 inputs: integer dot products
 //   tile16        16 consecutive elements of a row as f16, for tensor-core product tiles
 #pragma once
 
@@ -120,33 +121,8 @@ __device__ __forceinline__ float dequant_one(etype type, const wview& w, int64_t
 // gives the chunk's contribution sum_k w[r][k] x[k] in f32.
 
 __device__ __forceinline__ float4 ldx4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
-__device__ __forceinline__ float sum4(float4 x) { return (x.x + x.y) + (x.z + x.w); }
-
-// Byte i of w (a value 0..255) as a float, at full rate: placed in the mantissa of 2^23, whose
-// bits are 0x4B000000, then 2^23 subtracted (an integer conversion instruction runs at a
-// quarter of the rate of this move and add). `bias` adds an offset: the float is byte - bias.
-template <int I>
-__device__ __forceinline__ float byte_as_float(uint32_t w, float bias) {
-  return __int_as_float(__byte_perm(w, 0x4B000000u, 0x7650u + I)) - (8388608.0f + bias);
-}
-// Sum of the 4 bytes of w, each minus `bias`, times 4 floats, added to s.
-__device__ __forceinline__ float dot_bytes(uint32_t w, float bias, float4 x, float s) {
-  s = fmaf(byte_as_float<0>(w, bias), x.x, s);
-  s = fmaf(byte_as_float<1>(w, bias), x.y, s);
-  s = fmaf(byte_as_float<2>(w, bias), x.z, s);
-  return fmaf(byte_as_float<3>(w, bias), x.w, s);
-}
-// Sum of 4 signed bytes of w times 4 floats, added to s (the sign bit flipped: byte + 128).
-__device__ __forceinline__ float dot_i8x4(uint32_t w, float4 x, float s) {
-  return dot_bytes(w ^ 0x80808080u, 128.0f, x, s);
-}
-// Sum of the low (HIGH false) or high nibbles of 4 bytes of w times 4 floats, added to s.
-template <bool HIGH>
-__device__ __forceinline__ float dot_u4x4(uint32_t w, float4 x, float s) {
-  return dot_bytes((HIGH ? w >> 4 : w) & 0x0F0F0F0Fu, 0.0f, x, s);
-}
-
 struct wc_f32 {
+  static constexpr bool int16_inputs = false;
   static constexpr int E = 8;
   struct raw { uint4 a, b; };
   struct xs { float4 a, b; };
@@ -171,6 +147,7 @@ struct wc_f32 {
 
 template <bool BF16>
 struct wc_half {
+  static constexpr bool int16_inputs = false;
   static constexpr int E = 8;
   struct raw { uint4 a; };
   struct xs { float4 a, b; };
@@ -202,58 +179,94 @@ struct wc_half {
   }
 };
 
-// The quantized formats take 4 bytes of quants per lane and chunk, so that the lanes of a warp
-// read x contiguously (a warp's x loads touch as few L1 lines as possible: with 16-byte chunks
-// the scattered x reads, not the weights, bounded these products).
+// ---- quantized weights times int16 inputs ------------------------------------------------------
+// The input row enters quantized (quantize_inputs in gemv_quant.cu): per block of 32 consecutive
+// elements a scale d = max|x| / 32767 and xq = rint(x / d), so |x - d xq| <= d / 2 (a relative
+// error of at most 2^-16 of the block's largest element). A lane's chunk is 8 weights: their
+// quants (4 or 8 bytes) and the 8 inputs they multiply, which the quantizer stores at xq + 8c
+// — contiguous across the lanes of a warp — in the order of the chunk's two runs of four
+// elements; H is the distance between those runs in the row (the nibble formats hold element
+// j in the low and j + H in the high half of a byte), 0 for a run of eight. A chunk's products
+// are integer dot products (dp2a: two int16 x int8 products and a sum per instruction), scaled
+// once per run of four: against f32 inputs this moves a quarter of the input bytes per weight
+// and replaces 3 instructions per weight (byte to float, subtract, multiply-add) by half of one.
 
-struct wc_q8_0 {
-  // chunk c: elements 4c .. 4c + 3 (block c / 8).
-  static constexpr int E = 4;
-  struct raw { uint32_t q; uint16_t d; };
-  struct xs { float4 v; };
+struct xi16 { int4 v; float d0, d1; };  // 8 inputs (runs v.x v.y and v.z v.w) and their block scales
+
+// Sum of the two int16 pairs a01, a23 times the 4 signed bytes of b.
+__device__ __forceinline__ int dot4_i16(int a01, int a23, uint32_t b) {
+  return __dp2a_hi(a23, static_cast<int>(b), __dp2a_lo(a01, static_cast<int>(b), 0));
+}
+// An integer of magnitude below 2^22 as a float at full rate (an integer-to-float conversion
+// runs at a quarter of it): added into the mantissa of 1.5 * 2^23, which is then subtracted.
+__device__ __forceinline__ float small_int_as_float(int i) {
+  return __int_as_float(0x4B400000 + i) - 12582912.0f;
+}
+// Bytes of nibbles (0..15) minus 8, and six-bit values (0..63) minus 32, as signed bytes: the
+// add never carries across bytes, the xor moves the offset of 128.
+__device__ __forceinline__ uint32_t nibbles_minus_8(uint32_t q) { return (q + 0x78787878u) ^ 0x80808080u; }
+__device__ __forceinline__ uint32_t six_bits_minus_32(uint32_t q) { return (q + 0x60606060u) ^ 0x80808080u; }
+
+__device__ __forceinline__ int4 ldx8_i16(const int16_t* xq, int64_t c) {
+  return __ldg(reinterpret_cast<const int4*>(xq) + c);
+}
+
+struct wi_q8_0 {
+  // chunk c: elements 8c .. 8c + 7 (block c / 4).
+  static constexpr bool int16_inputs = true;
+  static constexpr int E = 8, H = 0;
+  struct raw { uint2 q; uint16_t d; };
+  using xs = xi16;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     raw v;
-    v.q = __ldg(reinterpret_cast<const unsigned int*>(w.p0 + r * w.s0) + c);
-    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 8);
+    v.q = __ldg(reinterpret_cast<const uint2*>(w.p0 + r * w.s0) + c);
+    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 4);
     return v;
   }
-  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) { return xs{ldx4(x + c * E)}; }
+  static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
+    const float d = __ldg(xd + c / 4);
+    return xs{ldx8_i16(xq, c), d, d};
+  }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
-    return half_bits(v.d) * dot_i8x4(v.q, x.v, 0.0f);
+    // |sum| < 8 * 32767 * 128: past the fast conversion's range.
+    const int s = dot4_i16(x.v.x, x.v.y, v.q.x) + dot4_i16(x.v.z, x.v.w, v.q.y);
+    return static_cast<float>(s) * (half_bits(v.d) * x.d0);
   }
 };
 
-struct wc_q4_0 {
+struct wi_q4_0 {
   // chunk c: block b = c / 4, part p = c % 4: quant bytes 4p .. 4p + 3 of the block, elements
   // 32b + 4p + 0..3 (low nibbles) and 32b + 16 + 4p + 0..3 (high nibbles).
-  static constexpr int E = 8;
+  static constexpr bool int16_inputs = true;
+  static constexpr int E = 8, H = 16;
   struct raw { uint32_t q; uint16_t d; };
-  struct xs { float4 lo, hi; };
+  using xs = xi16;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     raw v;
     v.q = __ldg(reinterpret_cast<const unsigned int*>(w.p0 + r * w.s0) + c);
     v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 4);
     return v;
   }
-  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
-    const float* xb = x + (c / 4) * 32 + 4 * (c % 4);
-    return xs{ldx4(xb), ldx4(xb + 16)};
+  static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
+    const float d = __ldg(xd + c / 4);
+    return xs{ldx8_i16(xq, c), d, d};
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
-    float s = dot_u4x4<false>(v.q, x.lo, 0.0f);
-    s = dot_u4x4<true>(v.q, x.hi, s);
-    return half_bits(v.d) * fmaf(-8.0f, sum4(x.lo) + sum4(x.hi), s);  // sum (q - 8) x
+    const int s = dot4_i16(x.v.x, x.v.y, nibbles_minus_8(v.q & 0x0F0F0F0Fu)) +
+                  dot4_i16(x.v.z, x.v.w, nibbles_minus_8((v.q >> 4) & 0x0F0F0F0Fu));
+    return small_int_as_float(s) * (half_bits(v.d) * x.d0);  // |s| <= 8 * 32767 * 8
   }
 };
 
-struct wc_q4_k {
+struct wi_q4_k {
   // chunk c: block b = c / 32, part p = c % 32: quant bytes 4p .. 4p + 3 (group cc = p / 8 of
   // 32 bytes, offset o = 4 (p % 8)): low nibbles are elements 64cc + o + 0..3 (sub-block 2cc),
   // high nibbles 64cc + 32 + o + 0..3 (sub-block 2cc + 1). The block's 16-byte head (d, dmin,
   // scales) is the same load for the 32 lanes of a block.
-  static constexpr int E = 8;
+  static constexpr bool int16_inputs = true;
+  static constexpr int E = 8, H = 32;
   struct raw { uint32_t q; uint4 head; };
-  struct xs { float4 lo, hi; };
+  using xs = xi16;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     const uint8_t* blk = w.p0 + r * w.s0 + (c / 32) * 144;
     raw v;
@@ -261,22 +274,25 @@ struct wc_q4_k {
     v.q = __ldg(reinterpret_cast<const unsigned int*>(blk + 16) + c % 32);
     return v;
   }
-  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
-    const int p = static_cast<int>(c % 32);
-    const float* xb = x + (c / 32) * 256 + 64 * (p / 8) + 4 * (p % 8);
-    return xs{ldx4(xb), ldx4(xb + 32)};
+  static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
+    // the runs' input blocks: 8b + 2cc and the next
+    const float2 d = __ldg(reinterpret_cast<const float2*>(xd + (c / 32) * 8 + 2 * ((c % 32) / 8)));
+    return xs{ldx8_i16(xq, c), d.x, d.y};
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t c) {
     const int cc = static_cast<int>(c % 32) / 8;
-    const float lo = dot_u4x4<false>(v.q, x.lo, 0.0f);
-    const float hi = dot_u4x4<true>(v.q, x.hi, 0.0f);
+    // |sums| <= 4 * 32767 * 15
+    const float lo = small_int_as_float(dot4_i16(x.v.x, x.v.y, v.q & 0x0F0F0F0Fu));
+    const float hi = small_int_as_float(dot4_i16(x.v.z, x.v.w, (v.q >> 4) & 0x0F0F0F0Fu));
+    const float sum_lo = small_int_as_float(dot4_i16(x.v.x, x.v.y, 0x01010101u));
+    const float sum_hi = small_int_as_float(dot4_i16(x.v.z, x.v.w, 0x01010101u));
     const float d = head_half(v.head, false), dmin = head_half(v.head, true);
     int sc0, m0, sc1, m1;
     q4k_scale_min(v.head, 2 * cc, sc0, m0);
     q4k_scale_min(v.head, 2 * cc + 1, sc1, m1);
     // sum (d sc q - dmin m) x over the chunk's two runs of four
-    return d * (static_cast<float>(sc0) * lo + static_cast<float>(sc1) * hi) -
-           dmin * (static_cast<float>(m0) * sum4(x.lo) + static_cast<float>(m1) * sum4(x.hi));
+    return x.d0 * (d * static_cast<float>(sc0) * lo - dmin * static_cast<float>(m0) * sum_lo) +
+           x.d1 * (d * static_cast<float>(sc1) * hi - dmin * static_cast<float>(m1) * sum_hi);
   }
 };
 
@@ -285,15 +301,16 @@ __device__ __forceinline__ int scale_i8(const uint2& v, int k) {
   return static_cast<int>(static_cast<int8_t>(((k < 4 ? v.x : v.y) >> (8 * (k & 3))) & 0xFFu));
 }
 
-struct wc_q6_k {
+struct wi_q6_k {
   // chunk c: block b = c / 32, part p = c % 32, half h = p / 16, q = p % 16: ql bytes
-  // 64h + 4q .. +3 of the block and qh bytes 32h + 4 (q % 8) .. +3. For q < 8 the low nibbles
-  // are elements 128h + 4q + 0..3 (qh bits 0-1) and the high ones 128h + 64 + 4q + 0..3 (bits
-  // 4-5); for q >= 8, 128h + 32 + 4(q - 8) (bits 2-3) and 128h + 96 + 4(q - 8) (bits 6-7). Each
-  // run of four shares one scale: sc[8h + (q % 8) / 4 + 2 group].
-  static constexpr int E = 8;
+  // 64h + 4q .. +3 of the block and qh bytes 32h + 4 (q % 8) .. +3. The low nibbles are
+  // elements 128h + 4q + 0..3, the high ones 128h + 64 + 4q + 0..3; their top two bits are qh
+  // bits 2g..2g+1 with g = q / 8 (low) and g + 2 (high). Each run of four shares one scale:
+  // sc[8h + q / 4] (low) and sc[8h + 4 + q / 4] (high).
+  static constexpr bool int16_inputs = true;
+  static constexpr int E = 8, H = 64;
   struct raw { uint32_t ql, qh; uint2 sc; uint16_t d; };
-  struct xs { float4 lo, hi; };
+  using xs = xi16;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     const int64_t b = c / 32;
     const int p = static_cast<int>(c % 32), h = p / 16, q = p % 16;
@@ -304,20 +321,22 @@ struct wc_q6_k {
     v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p3 + r * w.s3) + b);
     return v;
   }
-  static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
-    const int p = static_cast<int>(c % 32), h = p / 16, q = p % 16;
-    const float* xb = x + (c / 32) * 256 + 128 * h + (q < 8 ? 4 * q : 32 + 4 * (q - 8));
-    return xs{ldx4(xb), ldx4(xb + 64)};
+  static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
+    // the runs' input blocks: 8b + 4h + q / 8 and two further
+    const int p = static_cast<int>(c % 32);
+    const float* d = xd + (c / 32) * 8 + 4 * (p / 16) + (p % 16) / 8;
+    return xs{ldx8_i16(xq, c), __ldg(d), __ldg(d + 2)};
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t c) {
     const int q = static_cast<int>(c % 16);
-    const int g_lo = q < 8 ? 0 : 1, g_hi = g_lo + 2;  // groups of the low and high nibbles
+    const int g_lo = q / 8, g_hi = g_lo + 2;
     const uint32_t lo = (v.ql & 0x0F0F0F0Fu) | (((v.qh >> (2 * g_lo)) & 0x03030303u) << 4);
     const uint32_t hi = ((v.ql >> 4) & 0x0F0F0F0Fu) | (((v.qh >> (2 * g_hi)) & 0x03030303u) << 4);
-    const int s0 = (q % 8) / 4;
-    const float a = static_cast<float>(scale_i8(v.sc, s0 + 2 * g_lo)) * dot_bytes(lo, 32.0f, x.lo, 0.0f) +
-                    static_cast<float>(scale_i8(v.sc, s0 + 2 * g_hi)) * dot_bytes(hi, 32.0f, x.hi, 0.0f);
-    return half_bits(v.d) * a;
+    // |sums| <= 4 * 32767 * 32
+    const float a = small_int_as_float(dot4_i16(x.v.x, x.v.y, six_bits_minus_32(lo)));
+    const float b = small_int_as_float(dot4_i16(x.v.z, x.v.w, six_bits_minus_32(hi)));
+    return half_bits(v.d) * (static_cast<float>(scale_i8(v.sc, q / 4)) * x.d0 * a +
+                             static_cast<float>(scale_i8(v.sc, 4 + q / 4)) * x.d1 * b);
   }
 };
 

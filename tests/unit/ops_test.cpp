@@ -140,6 +140,16 @@ class ops : public ::testing::TestWithParam<backend_kind> {
   bool cpu() const { return GetParam() == backend_kind::cpu; }
   // A tolerance stated per backend.
   double tol(double on_cpu, double on_gpu) const { return cpu() ? on_cpu : on_gpu; }
+  // Products of n_rows rows of weights of `type`: the CPU computes in f32 throughout. A GPU
+  // runs a few rows as matrix-vector products — CUDA multiplies quantized weights by the
+  // input quantized to int16 per block of 32 (a relative error of ~2^-16 per element, checked
+  // exactly below) — and more rows on tensor cores with f16 operands.
+  double product_tol(dtype type, int64_t n_rows) const {
+    if (cpu() || type == dtype::f32) return 1e-5;
+    if (n_rows > 8) return 3e-3;
+    const bool quantized = type != dtype::f16 && type != dtype::bf16;
+    return GetParam() == backend_kind::cuda && quantized ? 1e-4 : 1e-5;
+  }
 };
 
 INSTANTIATE_TEST_SUITE_P(backends, ops, ::testing::ValuesIn(sa_test::compiled_backends()),
@@ -190,8 +200,47 @@ TEST_P(ops, matmul_matches_double_reference_on_stored_weights_for_every_type) {
       harness h(GetParam());
       std::vector<float> wd;
       const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 7), type, n_in, n_out, wd);
-      // A GPU runs a few rows as f32 matrix-vector products and more on tensor cores (f16).
-      expect_matmul(h, w, wd, n_in, n_out, n_rows, 11, tol(1e-5, n_rows <= 8 || type == dtype::f32 ? 1e-5 : 3e-3));
+      expect_matmul(h, w, wd, n_in, n_out, n_rows, 11, product_tol(type, n_rows));
+    }
+  }
+}
+
+// x quantized as the CUDA backend's matrix-vector products take it: per block of 32, d =
+// max|x| / 32767 and x = d rint(x / d).
+std::vector<float> as_int16_blocks(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t j = b; j < b + 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 32767.0f;
+    for (size_t j = b; j < b + 32; ++j) out[j] = d > 0 ? d * std::nearbyint(x[j] / d) : 0.0f;
+  }
+  return out;
+}
+
+TEST_P(ops, quantized_decode_products_take_their_input_as_int16_per_block_of_32) {
+  if (GetParam() != backend_kind::cuda) GTEST_SKIP() << "the CUDA backend's matrix-vector products";
+  // Against the product with the input quantized as the kernels do, the result is exact up to
+  // f32 rounding: ten times tighter than the error of the quantization itself, so a kernel that
+  // quantized differently, read an input of another chunk (each format stores its own order),
+  // or used the wrong block's scale fails. Blocks of very different magnitudes (and an all-zero
+  // one) make every scale matter.
+  const int64_t n_in = 768, n_out = 37;
+  for (dtype type : {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k}) {
+    for (int64_t n_rows : {1, 3}) {
+      harness h(GetParam());
+      std::vector<float> wd;
+      const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 41), type, n_in, n_out, wd);
+      std::vector<float> x = random_vec(static_cast<size_t>(n_in * n_rows), 42);
+      for (size_t i = 0; i < x.size(); ++i) x[i] *= std::ldexp(1.0f, static_cast<int>((i / 32) % 7) - 3);
+      for (size_t i = 64; i < 96; ++i) x[i] = 0.0f;
+      const std::vector<double> want = ref_matmul(wd, as_int16_blocks(x), n_in, n_out, n_rows);
+      const std::vector<double> exact = ref_matmul(wd, x, n_in, n_out, n_rows);
+      const tensor y = h.upload(std::vector<float>(want.size(), NAN), n_out, n_rows);
+      h.be->matmul(w, h.upload(x, n_in, n_rows), y);
+      const std::vector<float> got = h.download(y);
+      EXPECT_LT(rel_err(got, want), 1e-6) << sa::traits(type).name << " rows " << n_rows;
+      EXPECT_LT(rel_err(got, exact), product_tol(type, n_rows)) << sa::traits(type).name;
     }
   }
 }
@@ -210,7 +259,7 @@ TEST_P(ops, matmul_on_the_shapes_of_a_model_layer) {
       std::vector<float> wd, ud;
       const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 21, 0.05f), type, n_in,
                                 n_out, wd);
-      const double t = tol(1e-5, n_rows <= 8 || type == dtype::f32 ? 1e-5 : 3e-3);
+      const double t = product_tol(type, n_rows);
       const product_case pc = expect_matmul(h, w, wd, n_in, n_out, n_rows, 22, t);
       const std::vector<float>& x = pc.x;
       const std::vector<double>& ref = pc.ref;
@@ -273,7 +322,7 @@ TEST_P(ops, fused_products_equal_their_parts) {
       const tensor wk = h.weight(random_vec(static_cast<size_t>(n_in * n_kv), 3, 0.1f), type, n_in, n_kv, kd);
       const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n), 4);
       const tensor xt = h.upload(x, n_in, n);
-      const double t = tol(1e-5, n <= 8 ? 1e-5 : 3e-3);
+      const double t = product_tol(type, n);
       // silu(x gate^T) * (x up^T)
       const std::vector<double> g = ref_matmul(gd, x, n_in, n_ff, n), u = ref_matmul(ud, x, n_in, n_ff, n);
       std::vector<double> sw(g.size());

@@ -21,7 +21,8 @@ enum scratch_slot : size_t {
   k_lt_x = 3,        // the rows of a library product as f16
   k_lt_weights = 4,  // a band of weight rows dequantized to f16
   k_lt_work = 5,     // cuBLASLt's workspace
-  k_slots = 6
+  k_gemv_inputs = 6, // the rows of a matrix-vector product quantized to int16
+  k_slots = 7
 };
 // A band of dequantized weight rows: at most this many bytes (it stays in L2 between the
 // dequantization and the product).
@@ -306,7 +307,9 @@ void cuda_backend::products(const tensor& x, std::span<const tensor> w, std::spa
   }
   const int32_t count = static_cast<int32_t>(w.size());
   if (gemv) {
-    check(launch_gemv(tasks, count, ptr<float>(x), n, ep, stream_), "matmul (gemv)");
+    const size_t bytes = gemv_input_bytes(tasks[0].w, n);
+    void* inputs = bytes ? scratch(k_gemv_inputs, bytes) : nullptr;
+    check(launch_gemv(tasks, count, ptr<float>(x), n, ep, inputs, stream_), "matmul (gemv)");
   } else if (gemm && ep != epilogue::swiglu) {
     gemm_products(tasks, count, ptr<float>(x), n, ep == epilogue::accumulate);
   } else if (gemm) {
