@@ -6,9 +6,9 @@
 // on an 8B model) stays in L1/L2, so the kernel streams the weights and is bound by memory
 // bandwidth. A warp owns OUTS consecutive output rows (1, or 2 for quantized products with
 // many rows) over their whole width: consecutive lanes take consecutive chunks (16 bytes of an
-// f32/f16/bf16 row with f32 inputs; 8 weights of a quantized row with int16 inputs, so that a
-// warp's input loads are contiguous too), up to 8 chunks ahead (about 256 bytes of raw weights
-// per lane in flight).
+// f32/f16/bf16 row with f32 inputs; 8 or 32 weights of a quantized row with int16 inputs, so
+// that a warp's input loads are contiguous too), several chunks ahead (up to 256 bytes of raw
+// weights per lane in flight).
 // Quantized weights multiply the input quantized to int16 per block of 32 (quant_blocks.cuh,
 // wi_*): one small kernel quantizes x into scratch, then the products run as integer dot
 // products. f32 inputs cost 4 bytes of L1 traffic and 3 instructions per weight, which bound
@@ -39,6 +39,12 @@ struct gemv_params {
   int32_t nx;          // input rows
   epilogue ep;
 };
+
+template <typename W>
+constexpr int in_flight_of() {
+  if constexpr (W::int16_inputs) return W::in_flight;
+  else return 0;
+}
 
 template <typename W, int OUTS, bool MULTI, bool SWIGLU>
 __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_params p) {
@@ -73,12 +79,13 @@ __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_param
 
   const int64_t n_chunks = p.n_in / W::E;
   // Chunks in flight per lane: about 256 bytes of raw weights (fewer with 8 input rows, whose
-  // sums take the registers). A warp with one quantized row takes 4 (32 bytes of Q8_0 quants):
-  // more would cost a fourth block per SM, and 4096-row products would need a second wave.
+  // sums take the registers). A warp with one quantized row takes the format's in_flight (32 or
+  // 64 bytes of quants): more would cost a fourth block per SM, and 4096-row products would
+  // need a second wave.
   constexpr int raw_bytes = static_cast<int>(sizeof(typename W::raw)) * WR * OUTS;
   constexpr int U = MULTI ? 1
                     : W::int16_inputs && WR * OUTS == 1
-                        ? 4
+                        ? in_flight_of<W>()
                         : (256 / raw_bytes >= 8 ? 8 : 256 / raw_bytes >= 4 ? 4 : 256 / raw_bytes >= 2 ? 2 : 1);
   for (int64_t base = lane; base < n_chunks; base += U * k_warp) {
     typename W::raw r[U][WR][OUTS];
@@ -207,9 +214,9 @@ int chunk_elems(etype t) {
     case etype::f16:
     case etype::bf16: return 8;
     case etype::q8_0:
-    case etype::q4_0:
-    case etype::q4_k:
     case etype::q6_k: return 8;
+    case etype::q4_0:
+    case etype::q4_k: return 32;
   }
   return 0;
 }

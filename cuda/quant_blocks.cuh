@@ -182,10 +182,10 @@ struct wc_half {
 // ---- quantized weights times int16 inputs ------------------------------------------------------
 // The input row enters quantized (quantize_inputs in gemv_quant.cu): per block of 32 consecutive
 // elements a scale d = max|x| / 32767 and xq = rint(x / d), so |x - d xq| <= d / 2 (a relative
-// error of at most 2^-16 of the block's largest element). A lane's chunk is 8 weights: their
-// quants (4 or 8 bytes) and the 8 inputs they multiply, which the quantizer stores at xq + 8c
-// — contiguous across the lanes of a warp — in the order of the chunk's two runs of four
-// elements; H is the distance between those runs in the row (the nibble formats hold element
+// error of at most 2^-16 of the block's largest element). A lane's chunk is 8 weights (32 for
+// the nibble formats, below): their quants and the inputs they multiply, which the quantizer
+// stores at xq + 8c — contiguous across the lanes of a warp — in the order of the chunk's two
+// runs of four elements; H is the distance between those runs in the row (the nibble formats hold element
 // j in the low and j + H in the high half of a byte), 0 for a run of eight. A chunk's products
 // are integer dot products (dp2a: two int16 x int8 products and a sum per instruction), scaled
 // once per run of four: against f32 inputs this moves a quarter of the input bytes per weight
@@ -214,7 +214,7 @@ __device__ __forceinline__ int4 ldx8_i16(const int16_t* xq, int64_t c) {
 struct wi_q8_0 {
   // chunk c: elements 8c .. 8c + 7 (block c / 4).
   static constexpr bool int16_inputs = true;
-  static constexpr int E = 8, H = 0;
+  static constexpr int E = 8, H = 0, in_flight = 4;
   struct raw { uint2 q; uint16_t d; };
   using xs = xi16;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
@@ -234,65 +234,87 @@ struct wi_q8_0 {
   }
 };
 
+// The nibble formats take 16 bytes of quants per lane and chunk: 32 weights, whose inputs are
+// 64 contiguous bytes at xq + 32c (four runs of 8 as above, one per 4-byte word of quants), so
+// that Q4_K decodes its packed scales once per 32 weights rather than per 8 (the decoding, not
+// the bytes, bounded the product).
+struct xi16x4 { int4 v[4]; float d0, d1; };
+
+__device__ __forceinline__ xi16x4 ldx32_i16(const int16_t* xq, int64_t c, float d0, float d1) {
+  const int4* p = reinterpret_cast<const int4*>(xq) + 4 * c;
+  return xi16x4{{__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3)}, d0, d1};
+}
+
 struct wi_q4_0 {
-  // chunk c: block b = c / 4, part p = c % 4: quant bytes 4p .. 4p + 3 of the block, elements
-  // 32b + 4p + 0..3 (low nibbles) and 32b + 16 + 4p + 0..3 (high nibbles).
+  // chunk c: block c (16 quant bytes); word k holds elements 32c + 4k + 0..3 (low nibbles) and
+  // 32c + 16 + 4k + 0..3 (high nibbles).
   static constexpr bool int16_inputs = true;
-  static constexpr int E = 8, H = 16;
-  struct raw { uint32_t q; uint16_t d; };
-  using xs = xi16;
+  static constexpr int E = 32, H = 16, in_flight = 2;
+  struct raw { uint4 q; uint16_t d; };
+  using xs = xi16x4;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     raw v;
-    v.q = __ldg(reinterpret_cast<const unsigned int*>(w.p0 + r * w.s0) + c);
-    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 4);
+    v.q = __ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0) + c);
+    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c);
     return v;
   }
   static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
-    const float d = __ldg(xd + c / 4);
-    return xs{ldx8_i16(xq, c), d, d};
+    const float d = __ldg(xd + c);
+    return ldx32_i16(xq, c, d, d);
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
-    const int s = dot4_i16(x.v.x, x.v.y, nibbles_minus_8(v.q & 0x0F0F0F0Fu)) +
-                  dot4_i16(x.v.z, x.v.w, nibbles_minus_8((v.q >> 4) & 0x0F0F0F0Fu));
-    return small_int_as_float(s) * (half_bits(v.d) * x.d0);  // |s| <= 8 * 32767 * 8
+    const uint32_t q[4] = {v.q.x, v.q.y, v.q.z, v.q.w};
+    int s = 0;  // |s| <= 32 * 32767 * 8: past the fast conversion's range
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      s += dot4_i16(x.v[k].x, x.v[k].y, nibbles_minus_8(q[k] & 0x0F0F0F0Fu));
+      s += dot4_i16(x.v[k].z, x.v[k].w, nibbles_minus_8((q[k] >> 4) & 0x0F0F0F0Fu));
+    }
+    return static_cast<float>(s) * (half_bits(v.d) * x.d0);
   }
 };
 
 struct wi_q4_k {
-  // chunk c: block b = c / 32, part p = c % 32: quant bytes 4p .. 4p + 3 (group cc = p / 8 of
-  // 32 bytes, offset o = 4 (p % 8)): low nibbles are elements 64cc + o + 0..3 (sub-block 2cc),
-  // high nibbles 64cc + 32 + o + 0..3 (sub-block 2cc + 1). The block's 16-byte head (d, dmin,
-  // scales) is the same load for the 32 lanes of a block.
+  // chunk c: block b = c / 8, part p = c % 8: quant bytes 16p .. 16p + 15 (group cc = p / 2 of
+  // 32 bytes, offset o = 16 (p % 2)); word k holds elements 64cc + o + 4k + 0..3 (low nibbles,
+  // sub-block 2cc) and 64cc + 32 + o + 4k + 0..3 (high nibbles, sub-block 2cc + 1). The block's
+  // 16-byte head (d, dmin, scales) is the same load for the 8 lanes of a block.
   static constexpr bool int16_inputs = true;
-  static constexpr int E = 8, H = 32;
-  struct raw { uint32_t q; uint4 head; };
-  using xs = xi16;
+  static constexpr int E = 32, H = 32, in_flight = 2;
+  struct raw { uint4 q; uint4 head; };
+  using xs = xi16x4;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
-    const uint8_t* blk = w.p0 + r * w.s0 + (c / 32) * 144;
+    const uint8_t* blk = w.p0 + r * w.s0 + (c / 8) * 144;
     raw v;
     v.head = __ldg(reinterpret_cast<const uint4*>(blk));
-    v.q = __ldg(reinterpret_cast<const unsigned int*>(blk + 16) + c % 32);
+    v.q = __ldg(reinterpret_cast<const uint4*>(blk + 16) + c % 8);
     return v;
   }
   static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
-    // the runs' input blocks: 8b + 2cc and the next
-    const float2 d = __ldg(reinterpret_cast<const float2*>(xd + (c / 32) * 8 + 2 * ((c % 32) / 8)));
-    return xs{ldx8_i16(xq, c), d.x, d.y};
+    // the sub-blocks' input blocks: 8b + 2cc = c rounded down to even, and the next
+    const float2 d = __ldg(reinterpret_cast<const float2*>(xd + (c & ~int64_t{1})));
+    return ldx32_i16(xq, c, d.x, d.y);
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t c) {
-    const int cc = static_cast<int>(c % 32) / 8;
-    // |sums| <= 4 * 32767 * 15
-    const float lo = small_int_as_float(dot4_i16(x.v.x, x.v.y, v.q & 0x0F0F0F0Fu));
-    const float hi = small_int_as_float(dot4_i16(x.v.z, x.v.w, (v.q >> 4) & 0x0F0F0F0Fu));
-    const float sum_lo = small_int_as_float(dot4_i16(x.v.x, x.v.y, 0x01010101u));
-    const float sum_hi = small_int_as_float(dot4_i16(x.v.z, x.v.w, 0x01010101u));
+    const int cc = static_cast<int>(c % 8) / 2;
+    const uint32_t q[4] = {v.q.x, v.q.y, v.q.z, v.q.w};
+    int lo = 0, hi = 0, sum_lo = 0, sum_hi = 0;  // |lo|, |hi| <= 16 * 32767 * 15
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      lo += dot4_i16(x.v[k].x, x.v[k].y, q[k] & 0x0F0F0F0Fu);
+      hi += dot4_i16(x.v[k].z, x.v[k].w, (q[k] >> 4) & 0x0F0F0F0Fu);
+      sum_lo += dot4_i16(x.v[k].x, x.v[k].y, 0x01010101u);
+      sum_hi += dot4_i16(x.v[k].z, x.v[k].w, 0x01010101u);
+    }
     const float d = head_half(v.head, false), dmin = head_half(v.head, true);
     int sc0, m0, sc1, m1;
     q4k_scale_min(v.head, 2 * cc, sc0, m0);
     q4k_scale_min(v.head, 2 * cc + 1, sc1, m1);
-    // sum (d sc q - dmin m) x over the chunk's two runs of four
-    return x.d0 * (d * static_cast<float>(sc0) * lo - dmin * static_cast<float>(m0) * sum_lo) +
-           x.d1 * (d * static_cast<float>(sc1) * hi - dmin * static_cast<float>(m1) * sum_hi);
+    // sum (d sc q - dmin m) x over the chunk's two runs of sixteen
+    return x.d0 * (d * static_cast<float>(sc0) * static_cast<float>(lo) -
+                   dmin * static_cast<float>(m0) * small_int_as_float(sum_lo)) +
+           x.d1 * (d * static_cast<float>(sc1) * static_cast<float>(hi) -
+                   dmin * static_cast<float>(m1) * small_int_as_float(sum_hi));
   }
 };
 
@@ -308,7 +330,7 @@ struct wi_q6_k {
   // bits 2g..2g+1 with g = q / 8 (low) and g + 2 (high). Each run of four shares one scale:
   // sc[8h + q / 4] (low) and sc[8h + 4 + q / 4] (high).
   static constexpr bool int16_inputs = true;
-  static constexpr int E = 8, H = 64;
+  static constexpr int E = 8, H = 64, in_flight = 4;
   struct raw { uint32_t ql, qh; uint2 sc; uint16_t d; };
   using xs = xi16;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
