@@ -6,7 +6,7 @@
 // on an 8B model) stays in L1/L2, so the kernel streams the weights and is bound by memory
 // bandwidth. A warp owns OUTS consecutive output rows (1, or 2 for quantized products with
 // many rows) over their whole width: consecutive lanes take consecutive chunks (16 bytes of an
-// f32/f16/bf16 row with f32 inputs; 8 or 32 weights of a quantized row with int16 inputs, so
+// f32/f16/bf16 row with f32 inputs; 8 to 32 weights of a quantized row with int16 inputs, so
 // that a warp's input loads are contiguous too), several chunks ahead (up to 256 bytes of raw
 // weights per lane in flight).
 // Quantized weights multiply the input quantized to int16 per block of 32 (quant_blocks.cuh,
@@ -213,8 +213,8 @@ int chunk_elems(etype t) {
     case etype::f32:
     case etype::f16:
     case etype::bf16: return 8;
-    case etype::q8_0:
     case etype::q6_k: return 8;
+    case etype::q8_0: return 16;
     case etype::q4_0:
     case etype::q4_k: return 32;
   }

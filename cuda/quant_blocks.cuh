@@ -182,16 +182,30 @@ struct wc_half {
 // ---- quantized weights times int16 inputs ------------------------------------------------------
 // The input row enters quantized (quantize_inputs in gemv_quant.cu): per block of 32 consecutive
 // elements a scale d = max|x| / 32767 and xq = rint(x / d), so |x - d xq| <= d / 2 (a relative
-// error of at most 2^-16 of the block's largest element). A lane's chunk is 8 weights (32 for
-// the nibble formats, below): their quants and the inputs they multiply, which the quantizer
-// stores at xq + 8c — contiguous across the lanes of a warp — in the order of the chunk's two
-// runs of four elements; H is the distance between those runs in the row (the nibble formats hold element
-// j in the low and j + H in the high half of a byte), 0 for a run of eight. A chunk's products
-// are integer dot products (dp2a: two int16 x int8 products and a sum per instruction), scaled
-// once per run of four: against f32 inputs this moves a quarter of the input bytes per weight
-// and replaces 3 instructions per weight (byte to float, subtract, multiply-add) by half of one.
+// error of at most 2^-16 of the block's largest element). A lane's chunk is E weights (8 for
+// Q6_K, 16 for Q8_0, 32 for the nibble formats): their quants and the E inputs they multiply,
+// which the quantizer stores at xq + E c, contiguous across the lanes of a warp, as runs of 8:
+// each run holds two runs of four elements of the row, H apart (the nibble formats hold element
+// j in the low and j + H in the high half of a byte; H = 0: eight consecutive elements). The
+// products are integer dot products (dp2a: two int16 x int8 products and a sum per
+// instruction), scaled once per run: against f32 inputs this moves half the input bytes per
+// weight and replaces 3 instructions per weight (byte to float, subtract, multiply-add) by half
+// of one.
 
-struct xi16 { int4 v; float d0, d1; };  // 8 inputs (runs v.x v.y and v.z v.w) and their block scales
+// N runs of 8 inputs (each: its first four in v[k].x v[k].y, its second in v[k].z v[k].w) and
+// the block scales of the first and second runs of four.
+template <int N>
+struct xi16 { int4 v[N]; float d0, d1; };
+template <int N>
+__device__ __forceinline__ xi16<N> ldx_i16(const int16_t* xq, int64_t c, float d0, float d1) {
+  const int4* p = reinterpret_cast<const int4*>(xq) + N * c;
+  xi16<N> x;
+#pragma unroll
+  for (int k = 0; k < N; ++k) x.v[k] = __ldg(p + k);
+  x.d0 = d0;
+  x.d1 = d1;
+  return x;
+}
 
 // Sum of the two int16 pairs a01, a23 times the 4 signed bytes of b.
 __device__ __forceinline__ int dot4_i16(int a01, int a23, uint32_t b) {
@@ -207,29 +221,26 @@ __device__ __forceinline__ float small_int_as_float(int i) {
 __device__ __forceinline__ uint32_t nibbles_minus_8(uint32_t q) { return (q + 0x78787878u) ^ 0x80808080u; }
 __device__ __forceinline__ uint32_t six_bits_minus_32(uint32_t q) { return (q + 0x60606060u) ^ 0x80808080u; }
 
-__device__ __forceinline__ int4 ldx8_i16(const int16_t* xq, int64_t c) {
-  return __ldg(reinterpret_cast<const int4*>(xq) + c);
-}
-
 struct wi_q8_0 {
-  // chunk c: elements 8c .. 8c + 7 (block c / 4).
+  // chunk c: elements 16c .. 16c + 15 (half c % 2 of block c / 2).
   static constexpr bool int16_inputs = true;
-  static constexpr int E = 8, H = 0, in_flight = 4;
-  struct raw { uint2 q; uint16_t d; };
-  using xs = xi16;
+  static constexpr int E = 16, H = 0, in_flight = 4;
+  struct raw { uint4 q; uint16_t d; };
+  using xs = xi16<2>;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     raw v;
-    v.q = __ldg(reinterpret_cast<const uint2*>(w.p0 + r * w.s0) + c);
-    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 4);
+    v.q = __ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0) + c);
+    v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 2);
     return v;
   }
   static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
-    const float d = __ldg(xd + c / 4);
-    return xs{ldx8_i16(xq, c), d, d};
+    const float d = __ldg(xd + c / 2);
+    return ldx_i16<2>(xq, c, d, d);
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
-    // |sum| < 8 * 32767 * 128: past the fast conversion's range.
-    const int s = dot4_i16(x.v.x, x.v.y, v.q.x) + dot4_i16(x.v.z, x.v.w, v.q.y);
+    // |s| < 16 * 32767 * 128: past the fast conversion's range.
+    const int s = dot4_i16(x.v[0].x, x.v[0].y, v.q.x) + dot4_i16(x.v[0].z, x.v[0].w, v.q.y) +
+                  dot4_i16(x.v[1].x, x.v[1].y, v.q.z) + dot4_i16(x.v[1].z, x.v[1].w, v.q.w);
     return static_cast<float>(s) * (half_bits(v.d) * x.d0);
   }
 };
@@ -238,20 +249,13 @@ struct wi_q8_0 {
 // 64 contiguous bytes at xq + 32c (four runs of 8 as above, one per 4-byte word of quants), so
 // that Q4_K decodes its packed scales once per 32 weights rather than per 8 (the decoding, not
 // the bytes, bounded the product).
-struct xi16x4 { int4 v[4]; float d0, d1; };
-
-__device__ __forceinline__ xi16x4 ldx32_i16(const int16_t* xq, int64_t c, float d0, float d1) {
-  const int4* p = reinterpret_cast<const int4*>(xq) + 4 * c;
-  return xi16x4{{__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3)}, d0, d1};
-}
-
 struct wi_q4_0 {
   // chunk c: block c (16 quant bytes); word k holds elements 32c + 4k + 0..3 (low nibbles) and
   // 32c + 16 + 4k + 0..3 (high nibbles).
   static constexpr bool int16_inputs = true;
   static constexpr int E = 32, H = 16, in_flight = 2;
   struct raw { uint4 q; uint16_t d; };
-  using xs = xi16x4;
+  using xs = xi16<4>;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     raw v;
     v.q = __ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0) + c);
@@ -260,7 +264,7 @@ struct wi_q4_0 {
   }
   static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
     const float d = __ldg(xd + c);
-    return ldx32_i16(xq, c, d, d);
+    return ldx_i16<4>(xq, c, d, d);
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t) {
     const uint32_t q[4] = {v.q.x, v.q.y, v.q.z, v.q.w};
@@ -282,7 +286,7 @@ struct wi_q4_k {
   static constexpr bool int16_inputs = true;
   static constexpr int E = 32, H = 32, in_flight = 2;
   struct raw { uint4 q; uint4 head; };
-  using xs = xi16x4;
+  using xs = xi16<4>;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     const uint8_t* blk = w.p0 + r * w.s0 + (c / 8) * 144;
     raw v;
@@ -293,7 +297,7 @@ struct wi_q4_k {
   static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
     // the sub-blocks' input blocks: 8b + 2cc = c rounded down to even, and the next
     const float2 d = __ldg(reinterpret_cast<const float2*>(xd + (c & ~int64_t{1})));
-    return ldx32_i16(xq, c, d.x, d.y);
+    return ldx_i16<4>(xq, c, d.x, d.y);
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t c) {
     const int cc = static_cast<int>(c % 8) / 2;
@@ -332,7 +336,7 @@ struct wi_q6_k {
   static constexpr bool int16_inputs = true;
   static constexpr int E = 8, H = 64, in_flight = 4;
   struct raw { uint32_t ql, qh; uint2 sc; uint16_t d; };
-  using xs = xi16;
+  using xs = xi16<1>;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     const int64_t b = c / 32;
     const int p = static_cast<int>(c % 32), h = p / 16, q = p % 16;
@@ -347,7 +351,7 @@ struct wi_q6_k {
     // the runs' input blocks: 8b + 4h + q / 8 and two further
     const int p = static_cast<int>(c % 32);
     const float* d = xd + (c / 32) * 8 + 4 * (p / 16) + (p % 16) / 8;
-    return xs{ldx8_i16(xq, c), __ldg(d), __ldg(d + 2)};
+    return ldx_i16<1>(xq, c, __ldg(d), __ldg(d + 2));
   }
   static __device__ __forceinline__ float dot(const raw& v, const xs& x, int64_t c) {
     const int q = static_cast<int>(c % 16);
@@ -355,8 +359,8 @@ struct wi_q6_k {
     const uint32_t lo = (v.ql & 0x0F0F0F0Fu) | (((v.qh >> (2 * g_lo)) & 0x03030303u) << 4);
     const uint32_t hi = ((v.ql >> 4) & 0x0F0F0F0Fu) | (((v.qh >> (2 * g_hi)) & 0x03030303u) << 4);
     // |sums| <= 4 * 32767 * 32
-    const float a = small_int_as_float(dot4_i16(x.v.x, x.v.y, six_bits_minus_32(lo)));
-    const float b = small_int_as_float(dot4_i16(x.v.z, x.v.w, six_bits_minus_32(hi)));
+    const float a = small_int_as_float(dot4_i16(x.v[0].x, x.v[0].y, six_bits_minus_32(lo)));
+    const float b = small_int_as_float(dot4_i16(x.v[0].z, x.v[0].w, six_bits_minus_32(hi)));
     return half_bits(v.d) * (static_cast<float>(scale_i8(v.sc, q / 4)) * x.d0 * a +
                              static_cast<float>(scale_i8(v.sc, 4 + q / 4)) * x.d1 * b);
   }
