@@ -144,6 +144,29 @@ struct sets_args {
   const float* log_weights = nullptr;    // [total] or null
   int64_t items = 0, largest = 0;
 };
+// ---- RetroAttention (retro_attention.cu) ------------------------------------------------------
+// The key sets of past rows' unseen pages (backend.h, attention_unseen_pages): item (i, h) of
+// rows i < n and query heads h gets the keys <= rows[i] of the pages of ranker h / group that
+// stamps mark as not read since rows[i]; counts [n][n_heads] receives their number.
+struct unseen_sets_args {
+  const int32_t* pages = nullptr;   // [rankers][select_bound]
+  int64_t select_bound = 0;
+  const int32_t* plan = nullptr;    // {n_keys, n_pages, n_selected, ...}
+  const int32_t* stamps = nullptr;  // [rankers][pages_capacity]
+  int64_t pages_capacity = 0;
+  const int32_t* rows = nullptr;    // [n]
+  int32_t n = 0, n_heads = 0, group = 1, page_size = 16;
+  int32_t* counts = nullptr;        // [n][n_heads]
+};
+// Bytes of work launch_unseen_sets needs (offsets and slots) for n * n_heads items.
+size_t unseen_sets_bytes(int64_t items, int64_t select_bound, int32_t page_size);
+// Builds the sets in work and describes them in sets (for launch_attention_sets).
+cudaError_t launch_unseen_sets(const unseen_sets_args& a, void* work, sets_args& sets, cudaStream_t s);
+// stamps[r][p] = plan[0] - 1 for the selected pages of each ranker r (or every page < plan[1]).
+cudaError_t launch_stamp_pages(const int32_t* pages, int64_t select_bound, const int32_t* plan,
+                               int32_t n_rankers, bool every_page, int32_t* stamps,
+                               int64_t pages_capacity, cudaStream_t s);
+
 // Partial attention over key sets (values at the keys' rows).
 cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets, cudaStream_t s);
 // scores[j] = scale q.k_j, vnorm2[j] = |v_j|^2 of every listed key.

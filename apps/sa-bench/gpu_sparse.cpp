@@ -202,6 +202,12 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
     r.sparse.granularity = sa::select_granularity::per_group;
     r.sparse.rectify_every = 32;
     methods.push_back({"Quest 1/16 per group + ReSA f=32", r, "resa"});
+    for (int32_t w : {2, 4}) {
+      sa::session_config rt = q;
+      rt.sparse.retro_window = w;
+      methods.push_back({w == 2 ? "Quest 1/16 + RetroAttention w=2" : "Quest 1/16 + RetroAttention w=4", rt,
+                         w == 2 ? "retro:2" : "retro:4"});
+    }
     sa::session_config v = q;
     v.sparse.method = sa::sparse_method::vattention;
     v.sparse.epsilon = 0.05f;

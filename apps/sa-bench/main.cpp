@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
     ("types", "gpu gemv: weight types", cxxopts::value<std::vector<std::string>>()->default_value("f16,bf16,q8_0,q4_0,q4_k,q6_k"))
     ("depths", "gpu decode: context depths", cxxopts::value<std::vector<int>>()->default_value("0,8192,32768,131072"))
     ("batch", "gpu decode: prefill chunk", cxxopts::value<int>()->default_value("2048"))
-    ("methods", "gpu sparse: dense,quest,resa,vattention,cascade", cxxopts::value<std::vector<std::string>>()->default_value("dense,quest,resa,vattention,cascade"))
+    ("methods", "gpu sparse: dense,quest,resa,retro:2,retro:4,vattention,cascade", cxxopts::value<std::vector<std::string>>()->default_value("dense,quest,resa,vattention,cascade"))
     ("json", "gpu mode: append JSON lines to this file", cxxopts::value<std::string>()->default_value(""))
     ("type", "random-model: weight type", cxxopts::value<std::string>()->default_value("f16"))
     ("out", "random-model: output file", cxxopts::value<std::string>()->default_value("random-8b.gguf"))

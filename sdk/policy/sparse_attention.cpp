@@ -121,6 +121,19 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
   const int32_t plan[4] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan_.n_pages),
                            static_cast<int32_t>(plan_.n_selected), static_cast<int32_t>(plan_.take)};
   plan_t_ = step_.put(std::span<const int32_t>(plan, 4));
+  window_plans_.clear();
+  if (kind == batch_kind::retro) {
+    // The pages holding the window's rows, whose keys this step rewrites: each one the newest
+    // page of a plan that ends with it, so that the device recomputes them from step-buffer
+    // values. A batch shape always issues the same count (the last page repeated), which a
+    // recorded step replays.
+    const int64_t ps = c_.page_size, first = n_keys - m.n, last_page = (n_keys - 1) / ps;
+    for (int64_t k = 0; k < (m.n - 1) / ps + 2; ++k) {
+      const int64_t page = std::min(first / ps + k, last_page), end = std::min((page + 1) * ps, n_keys);
+      const int32_t p[4] = {static_cast<int32_t>(end), static_cast<int32_t>(page + 1), 1, 0};
+      window_plans_.push_back(step_.put(std::span<const int32_t>(p, 4)));
+    }
+  }
   // Launch bounds: the plan grows with the keys, so the bucket's bound bounds every step in it.
   const page_plan most = plan_pages(c_, std::min(m.kv_bound, summaries_.pages_capacity() * c_.page_size));
   pages_bound_ = std::max(most.n_pages, plan_.n_pages);
@@ -131,12 +144,20 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
 }
 
 void sparse_attention::refresh(int32_t layer, const kv_view& kv, const batch_meta& m) {
-  // A retro batch rewrote its past rows' keys too: their pages are recomputed with the new one's.
+  // A retro batch rewrote its past rows' keys too: their pages are recomputed with the new one's,
+  // from plans in the step buffer (a recorded step must not carry this step's slots).
   if (kind_ == batch_kind::decode && selects_on_backend() && m.end_slot == m.n_keys &&
       m.first_slot + 1 == m.end_slot) {
     // The decode row appended key n_keys - 1: its page, located from the plan.
     be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan_t_, summaries_.layer(layer),
                               summaries_.pages_capacity());
+    return;
+  }
+  if (kind_ == batch_kind::retro && selects_on_backend() && m.end_slot == m.n_keys &&
+      m.first_slot == m.n_keys - m.n) {
+    for (const tensor& plan : window_plans_)
+      be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan, summaries_.layer(layer),
+                                summaries_.pages_capacity());
     return;
   }
   summaries_.refresh(layer, *kv.k, kv.capacity, m.first_slot, m.end_slot, m.n_keys);

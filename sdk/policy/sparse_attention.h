@@ -132,6 +132,8 @@ class sparse_attention {
   batch_kind kind_ = batch_kind::prefill;
   page_plan plan_;
   tensor plan_t_;
+  // A retro batch's pages, each the newest page of its own plan (refresh() recomputes them).
+  std::vector<tensor> window_plans_;
   int64_t pages_bound_ = 0, select_bound_ = 0;
   tensor probe_scores_, probe_vnorm2_;  // [n_heads][capacity]
   tensor out_b_, lse_b_;        // a second partial: [n_heads][head_dim], [n_heads]

@@ -218,6 +218,47 @@ TEST_P(on_device, quest_and_resa_decoding_match_the_cpu) {
   }
 }
 
+TEST_P(on_device, retro_decoding_matches_the_cpu) {
+  // Quest at a quarter of the pages with RetroAttention (w = 2 and 4 per head, 2 per group):
+  // each step runs the window's past rows again, supplements them with the pages they have not
+  // seen and rewrites their K/V, on the device as on the CPU. The logits, the keys read and the
+  // effective budget (the pages the supplements added) are compared with the CPU's.
+  if (GetParam() == backend_kind::vulkan) GTEST_SKIP() << "RetroAttention is not on Vulkan yet";
+  const auto m = shipped("sa-default-q8_0.gguf");
+  const std::vector<int32_t> prompt = prompt_tokens(*m, 700);
+  struct variant {
+    int32_t window;
+    sa::select_granularity g;
+  };
+  for (const variant v : {variant{2, sa::select_granularity::per_head}, variant{4, sa::select_granularity::per_head},
+                          variant{2, sa::select_granularity::per_group}}) {
+    sa::session_config c = config(backend_kind::cpu);
+    c.n_batch = 128;
+    c.sparse.method = sa::sparse_method::quest;
+    c.sparse.budget_ratio = 0.25f;
+    c.sparse.dense_layers = 1;
+    c.sparse.granularity = v.g;
+    c.sparse.retro_window = v.window;
+    sa::session cpu(m, c);
+    c.backend = GetParam();
+    sa::session dev(m, c);
+    const run_record want = greedy(cpu, prompt, 48);
+    const run_record got = greedy(dev, prompt, 48, &want.tokens);
+    const double worst = largest_rel_err(got, want);
+    const sa::session_stats cs = cpu.stats(), ds = dev.stats();
+    std::printf("retro w=%d %s: largest relative logit error %.3g, keys read %llu (cpu %llu), effective budget %.4f (cpu %.4f)\n",
+                v.window, v.g == sa::select_granularity::per_head ? "per head" : "per group", worst,
+                static_cast<unsigned long long>(ds.sparse_keys_attended),
+                static_cast<unsigned long long>(cs.sparse_keys_attended), ds.retro_effective_budget,
+                cs.retro_effective_budget);
+    EXPECT_GT(cs.retro_effective_budget, 1.0) << "the supplements must add keys, or the test shows nothing";
+    EXPECT_NEAR(ds.retro_effective_budget, cs.retro_effective_budget, 0.01 * cs.retro_effective_budget);
+    EXPECT_NEAR(static_cast<double>(ds.sparse_keys_attended), static_cast<double>(cs.sparse_keys_attended),
+                0.01 * static_cast<double>(cs.sparse_keys_attended));
+    EXPECT_LT(worst, 2e-2) << "retro w=" << v.window;
+  }
+}
+
 TEST_P(on_device, golden_logits_of_the_shipped_model_with_an_f32_cache) {
   // tests/golden: the float64 reference's logits. Decode steps (f32 matrix-vector products and
   // an f32 cache) are held to the CPU's own tolerance.

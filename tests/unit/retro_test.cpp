@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backends.h"
 #include "memory/dense_memory.h"
 #include "policy/sparse_attention.h"
 #include "sa/sa.h"
@@ -190,12 +191,24 @@ INSTANTIATE_TEST_SUITE_P(windows, retro_union,
                                             ::testing::Values(sa::select_granularity::per_head,
                                                               sa::select_granularity::per_group)));
 
-TEST(retro_ops, unseen_pages_are_those_stamped_before_the_row_and_keys_stop_at_it) {
+// The ops on every backend that has them, against a hand-computed case.
+class retro_ops : public ::testing::TestWithParam<sa::backend_kind> {
+ protected:
+  void SetUp() override {
+    SA_SKIP_WITHOUT_DEVICE(GetParam());
+    if (GetParam() == sa::backend_kind::vulkan) GTEST_SKIP() << "RetroAttention's ops are not on Vulkan yet";
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(backends, retro_ops, ::testing::ValuesIn(sa_test::compiled_backends()),
+                         sa_test::backend_name());
+
+TEST_P(retro_ops, unseen_pages_are_those_stamped_before_the_row_and_keys_stop_at_it) {
   // 2 heads (1 per KV head), pages of 4, 40 keys; row positions 22 and 31.
-  auto be = sa::make_backend(sa::backend_kind::cpu, 0, 1);
+  auto be = sa::make_backend(GetParam(), 0, 1);
   sa::step_buffer meta(*be);
   std::vector<sa::buffer_ptr> owned;
-  const int32_t hd = 4, nh = 2, cap = 40, pages_cap = 10;
+  const int32_t hd = 8, nh = 2, cap = 40, pages_cap = 10;
   std::vector<float> kh(static_cast<size_t>(nh * cap * hd)), vh(kh.size()), qh(static_cast<size_t>(2 * nh * hd));
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -388,7 +401,12 @@ TEST_F(retro_api, settings_are_checked_and_unsupported_combinations_named) {
   p_.correction = SA_CORRECTION_RETRO;
   p_.budget_tokens = 32;
   p_.dense_layers = 0;
-  p_.backend = SA_BACKEND_AUTO;  // the CPU: Retro runs there only in this version
+  if (!sa::list_devices(sa::backend_kind::vulkan).empty()) {
+    p_.backend = SA_BACKEND_VULKAN;  // not there yet: named
+    EXPECT_EQ(sa_session_create(model_, &p_, &s), SA_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(sa_last_error()).find("RetroAttention"), std::string::npos) << sa_last_error();
+  }
+  p_.backend = SA_BACKEND_AUTO;  // CUDA where there is a device, else the CPU (never Vulkan)
   ASSERT_EQ(sa_session_create(model_, &p_, &s), SA_OK) << sa_last_error();
   const std::vector<int32_t> prompt = sa_test::token_stream(200, 6);
   ASSERT_EQ(sa_prefill(s, prompt.data(), prompt.size(), nullptr, nullptr), SA_OK);
@@ -401,7 +419,7 @@ TEST_F(retro_api, settings_are_checked_and_unsupported_combinations_named) {
   st.struct_size = sizeof st;
   ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
   EXPECT_GT(st.retro_effective_budget, 1.0);
-  EXPECT_EQ(st.backend, SA_BACKEND_CPU);
+  EXPECT_EQ(st.backend, sa::list_devices(sa::backend_kind::cuda).empty() ? SA_BACKEND_CPU : SA_BACKEND_CUDA);
   sa_session_destroy(s);
 }
 

@@ -22,7 +22,8 @@ enum scratch_slot : size_t {
   k_lt_weights = 4,  // a band of weight rows dequantized to f16
   k_lt_work = 5,     // cuBLASLt's workspace
   k_gemv_inputs = 6, // the rows of a matrix-vector product quantized to int16
-  k_slots = 7
+  k_unseen_sets = 7, // RetroAttention: the key sets of past rows' unseen pages
+  k_slots = 8
 };
 // A band of dequantized weight rows: at most this many bytes (it stays in L2 between the
 // dequantization and the product).
@@ -646,6 +647,60 @@ void cuda_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n
   const size_t work = attention_pages_workspace_bytes(a, pt, n_sms_);
   check(launch_attention_pages(a, pt, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_),
         "attention_pages");
+}
+
+void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                          int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                          bool group_mean, const tensor& pages, int64_t select_bound,
+                                          const tensor& plan, const tensor& stamps,
+                                          int64_t pages_capacity, const tensor& rows, float scale,
+                                          const tensor& out, const tensor& lse, const tensor& keys) {
+  check_plan(plan, "attention_unseen_pages");
+  if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_unseen_pages: values must sit at the keys' rows");
+  const attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads, n = rows.elements();
+  if (a.n != n || page_size < 1 || select_bound < 1 || pages.type != dtype::i32 ||
+      pages.elements() < rankers * select_bound || stamps.type != dtype::i32 ||
+      stamps.elements() < rankers * pages_capacity || rows.type != dtype::i32 ||
+      keys.type != dtype::i32 || keys.elements() < n * n_heads)
+    fail(SA_ERR_INTERNAL, "attention_unseen_pages: %lld rows, %lld pages per ranker do not fit",
+         static_cast<long long>(n), static_cast<long long>(select_bound));
+  unseen_sets_args u;
+  u.pages = ints(pages);
+  u.select_bound = select_bound;
+  u.plan = ints(plan);
+  u.stamps = ints(stamps);
+  u.pages_capacity = pages_capacity;
+  u.rows = ints(rows);
+  u.n = static_cast<int32_t>(n);
+  u.n_heads = n_heads;
+  u.group = group_mean ? n_heads / n_kv_heads : 1;
+  u.page_size = page_size;
+  u.counts = reinterpret_cast<int32_t*>(dev(keys));
+  void* work = scratch(k_unseen_sets, unseen_sets_bytes(n * n_heads, select_bound, page_size));
+  sets_args sets;
+  check(launch_unseen_sets(u, work, sets, stream_), "attention_unseen_pages (key sets)");
+  check(launch_attention_sets(a, sets, stream_), "attention_unseen_pages");
+}
+
+void cuda_backend::stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
+                               int32_t n_rankers, bool every_page, const tensor& stamps,
+                               int64_t pages_capacity) {
+  check_plan(plan, "stamp_pages");
+  if (stamps.type != dtype::i32 || stamps.elements() < int64_t{n_rankers} * pages_capacity ||
+      (!every_page && (pages.type != dtype::i32 || pages.elements() < int64_t{n_rankers} * select_bound)))
+    fail(SA_ERR_INTERNAL, "stamp_pages: %d rankers of %lld pages do not fit", n_rankers,
+         static_cast<long long>(pages_capacity));
+  check(launch_stamp_pages(ints(pages), select_bound, ints(plan), n_rankers, every_page,
+                           reinterpret_cast<int32_t*>(dev(stamps)), pages_capacity, stream_),
+        "stamp_pages");
+}
+
+void cuda_backend::copy(const tensor& src, const tensor& dst) {
+  if (src.n_bytes() != dst.n_bytes())
+    fail(SA_ERR_INTERNAL, "copy: %zu bytes into %zu", src.n_bytes(), dst.n_bytes());
+  if (src.n_bytes() == 0) return;
+  check(cudaMemcpyAsync(dev(dst), dev(src), src.n_bytes(), cudaMemcpyDeviceToDevice, stream_), "copy");
 }
 
 void cuda_backend::gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,

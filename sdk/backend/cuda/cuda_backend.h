@@ -109,6 +109,16 @@ class cuda_backend final : public backend {
                        int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
                        int64_t select_bound, const tensor& plan, float scale, const tensor& out,
                        const tensor& lse) override;
+  void attention_unseen_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
+                              int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                              bool group_mean, const tensor& pages, int64_t select_bound,
+                              const tensor& plan, const tensor& stamps, int64_t pages_capacity,
+                              const tensor& rows, float scale, const tensor& out,
+                              const tensor& lse, const tensor& keys) override;
+  void stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
+                   int32_t n_rankers, bool every_page, const tensor& stamps,
+                   int64_t pages_capacity) override;
+  void copy(const tensor& src, const tensor& dst) override;
   void gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
                    const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;
