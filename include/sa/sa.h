@@ -273,8 +273,7 @@ typedef struct sa_session sa_session;
 #define SA_BACKEND_AUTO 0 /* the best backend this build and machine offer: the first CUDA
                              device when there is one, else the first Vulkan GPU (not a
                              software one such as lavapipe), otherwise the CPU; the CPU for
-                             sessions with a speculation, CUDA or the CPU for those with a
-                             correction (see below) */
+                             sessions with a speculation (see below) */
 #define SA_BACKEND_CPU  1
 #define SA_BACKEND_CUDA 2 /* NVIDIA GPUs (a build with the CUDA backend, a driver and a GPU) */
 #define SA_BACKEND_VULKAN 3 /* any Vulkan 1.2 device with buffer device addresses and subgroup
@@ -331,8 +330,7 @@ typedef struct sa_session sa_session;
 ** next layers. A token's output ends as attention over the union of the pages its window's
 ** queries loaded. Per head or per group selection (with ReSA's rectification too: a
 ** rectification or a prefill restarts the window); not with vAttention or the oracle
-** (SA_ERR_UNSUPPORTED). CPU and CUDA backends in this version (SA_ERR_UNSUPPORTED on Vulkan;
-** SA_BACKEND_AUTO picks CUDA, else the CPU). */
+** (SA_ERR_UNSUPPORTED). Every backend. */
 #define SA_CORRECTION_RETRO 1
 
 /* Speculative selection (sa_session_params.speculation), on top of SA_SPARSE_QUEST. */

@@ -223,7 +223,6 @@ TEST_P(on_device, retro_decoding_matches_the_cpu) {
   // each step runs the window's past rows again, supplements them with the pages they have not
   // seen and rewrites their K/V, on the device as on the CPU. The logits, the keys read and the
   // effective budget (the pages the supplements added) are compared with the CPU's.
-  if (GetParam() == backend_kind::vulkan) GTEST_SKIP() << "RetroAttention is not on Vulkan yet";
   const auto m = shipped("sa-default-q8_0.gguf");
   const std::vector<int32_t> prompt = prompt_tokens(*m, 700);
   struct variant {

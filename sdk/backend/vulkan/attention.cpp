@@ -235,19 +235,27 @@ void vulkan_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t 
       (sets.log_weights && sets.log_weights->type != dtype::f32))
     fail(SA_ERR_INTERNAL, "attention_sets: %lld offsets for %lld items",
          static_cast<long long>(sets.offsets ? sets.offsets->elements() : 0), static_cast<long long>(items));
-  if (n == 0) return;
+  attention_sets_at(q, kv, n_heads, n_kv_heads, head_dim, ints(*sets.offsets), ints(*sets.slots),
+                    sets.log_weights ? addr(*sets.log_weights) : 0, sets.largest, scale, out, lse);
+}
 
-  const int64_t group = n_heads / n_kv_heads;
-  const int64_t splits = split_count(items, sets.largest);
+void vulkan_backend::attention_sets_at(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                       int32_t head_dim, uint64_t offsets, uint64_t slots, uint64_t log_weights,
+                                       int64_t largest, float scale, const tensor& out, const tensor& lse) {
+  const int64_t n = check_problem("attention_sets", q, kv, n_heads, n_kv_heads, head_dim, kv.capacity);
+  check_outputs("attention_sets", n, n_heads, head_dim, out, lse);
+  if (n == 0) return;
+  const int64_t items = n * n_heads, group = n_heads / n_kv_heads;
+  const int64_t splits = split_count(items, largest);
   split_pc pc = split_base(*this, q, kv, kv.capacity, n, n_heads, group, head_dim, scale);
-  pc.lens = ints(*sets.offsets);
-  pc.rows = ints(*sets.slots);
-  if (sets.log_weights) pc.log_w = addr(*sets.log_weights);  // read with flags & 1
+  pc.lens = offsets;
+  pc.rows = slots;
+  pc.log_w = log_weights;  // read with flags & 1
   pc.hb = 1;
   pc.rb = 1;
-  pc.bound = u32(sets.largest);
+  pc.bound = u32(largest);
   check_aligned(*this, *kv.k, *kv.v);
-  pc.flags = sets.log_weights ? 1u : 0u;
+  pc.flags = log_weights ? 1u : 0u;
   run_split(*this,
             by_type(kv.k->type, shader::attention_sets_f32, shader::attention_sets_f16, shader::attention_sets_bf16),
             pc, n, items, n_kv_heads, group, splits, out, lse);

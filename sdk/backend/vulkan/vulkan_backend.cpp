@@ -237,8 +237,8 @@ buffer_ptr vulkan_backend::alloc(size_t bytes) {
   return b;
 }
 
-void vulkan_backend::copy_sync(const allocation& src, VkDeviceSize src_off, const allocation& dst,
-                               VkDeviceSize dst_off, size_t n) {
+void vulkan_backend::record_copy(const allocation& src, VkDeviceSize src_off, const allocation& dst,
+                                 VkDeviceSize dst_off, size_t n) {
   const VkCommandBuffer cb = recording_buffer();
   barrier(cb);
   VkBufferCopy c{};
@@ -246,8 +246,22 @@ void vulkan_backend::copy_sync(const allocation& src, VkDeviceSize src_off, cons
   c.dstOffset = dst.offset + dst_off;
   c.size = n;
   vk.vkCmdCopyBuffer(cb, src.buffer, dst.buffer, 1, &c);
+}
+
+void vulkan_backend::copy_sync(const allocation& src, VkDeviceSize src_off, const allocation& dst,
+                               VkDeviceSize dst_off, size_t n) {
+  record_copy(src, src_off, dst, dst_off, n);
   flush();
   wait_all();
+}
+
+void vulkan_backend::copy(const tensor& src, const tensor& dst) {
+  if (src.n_bytes() != dst.n_bytes())
+    fail(SA_ERR_INTERNAL, "copy: %zu bytes into %zu", src.n_bytes(), dst.n_bytes());
+  if (src.n_bytes() == 0) return;
+  if (src.offset + src.n_bytes() > src.buf->size() || dst.offset + dst.n_bytes() > dst.buf->size())
+    fail(SA_ERR_INTERNAL, "copy: a tensor outside its buffer");
+  record_copy(where(*src.buf), src.offset, where(*dst.buf), dst.offset, src.n_bytes());
 }
 
 void vulkan_backend::upload(buffer& dst, size_t offset, const void* src, size_t n) {

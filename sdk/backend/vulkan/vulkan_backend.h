@@ -97,6 +97,18 @@ class vulkan_backend final : public backend {
   void probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                   int32_t head_dim, const key_sets& sets, float scale, const tensor& scores,
                   const tensor& vnorm2) override;
+  // retro.cpp
+  void attention_unseen_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
+                              int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                              bool group_mean, const tensor& pages, int64_t select_bound,
+                              const tensor& plan, const tensor& stamps, int64_t pages_capacity,
+                              const tensor& rows, float scale, const tensor& out,
+                              const tensor& lse, const tensor& keys) override;
+  void stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
+                   int32_t n_rankers, bool every_page, const tensor& stamps,
+                   int64_t pages_capacity) override;
+  // vulkan_backend.cpp: a recorded copy
+  void copy(const tensor& src, const tensor& dst) override;
   // pages.cpp
   void summarize_pages(const tensor& k, int64_t capacity, int32_t page_size, int64_t n_keys,
                        int64_t first_page, int64_t n_pages, const tensor& summaries,
@@ -135,6 +147,12 @@ class vulkan_backend final : public backend {
   // A scratch buffer of at least `bytes` in slot `slot`; it only grows, and growing invalidates
   // the recorded steps (their addresses would be stale). Returns its device address.
   uint64_t scratch(size_t slot, size_t bytes);
+  // attention_sets over sets given by device addresses (offsets [n * n_heads + 1], slots, log
+  // weights or 0; largest bounds every set): attention_sets after its checks, and the
+  // RetroAttention supplements, whose sets are built in scratch.
+  void attention_sets_at(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, uint64_t offsets, uint64_t slots, uint64_t log_weights,
+                         int64_t largest, float scale, const tensor& out, const tensor& lse);
   // Device limits the op files size their grids by.
   uint32_t max_groups() const { return 65535; }
   // The device address of a copy of constant bytes (a table a shader reads, such as RoPE's
@@ -161,6 +179,9 @@ class vulkan_backend final : public backend {
   // Waits for every submission and recycles their buffers and fences.
   void wait_all();
   void fill_zero(const allocation& a, size_t bytes);
+  // A buffer copy in the command stream, behind a barrier; copy_sync also waits for it.
+  void record_copy(const allocation& src, VkDeviceSize src_off, const allocation& dst, VkDeviceSize dst_off,
+                   size_t n);
   void copy_sync(const allocation& src, VkDeviceSize src_off, const allocation& dst, VkDeviceSize dst_off,
                  size_t n);
   const allocation& where(const buffer& b) const;
