@@ -98,6 +98,28 @@ double largest_rel_err(const run_record& got, const run_record& want) {
   return worst;
 }
 
+// One configuration on the CPU and on `kind`: greedy runs (the device forced to the CPU's
+// tokens), the largest relative logit error between them and both sessions' stats.
+struct paired_run {
+  run_record want, got;
+  double worst = 0;
+  sa::session_stats cpu, dev;
+};
+paired_run run_paired(const std::shared_ptr<const sa::model>& m, sa::session_config c, backend_kind kind,
+                      const std::vector<int32_t>& prompt, int steps) {
+  c.backend = backend_kind::cpu;
+  sa::session cpu(m, c);
+  c.backend = kind;
+  sa::session dev(m, c);
+  paired_run r;
+  r.want = greedy(cpu, prompt, steps);
+  r.got = greedy(dev, prompt, steps, &r.want.tokens);
+  r.worst = largest_rel_err(r.got, r.want);
+  r.cpu = cpu.stats();
+  r.dev = dev.stats();
+  return r;
+}
+
 TEST_P(on_device, shipped_model_logits_and_greedy_tokens_match_the_cpu) {
   for (const char* file : {"sa-default-q8_0.gguf", "sa-default-f16.gguf"}) {
     const auto m = shipped(file);
@@ -196,13 +218,9 @@ TEST_P(on_device, quest_and_resa_decoding_match_the_cpu) {
       c.sparse.granularity = sa::select_granularity::per_group;
       c.sparse.rectify_every = 16;
     }
-    sa::session cpu(m, c);
-    c.backend = GetParam();
-    sa::session dev(m, c);
-    const run_record want = greedy(cpu, prompt, 64);
-    const run_record got = greedy(dev, prompt, 64, &want.tokens);
-    const double worst = largest_rel_err(got, want);
-    const sa::session_stats cs = cpu.stats(), ds = dev.stats();
+    const paired_run r = run_paired(m, c, GetParam(), prompt, 64);
+    const double worst = r.worst;
+    const sa::session_stats &cs = r.cpu, &ds = r.dev;
     const char* name = resa ? "resa" : "quest";
     std::printf("%s: largest relative logit error %.3g, keys read %llu (cpu %llu) of %llu, rectified %llu\n",
                 name, worst, static_cast<unsigned long long>(ds.sparse_keys_attended),
@@ -238,13 +256,9 @@ TEST_P(on_device, retro_decoding_matches_the_cpu) {
     c.sparse.dense_layers = 1;
     c.sparse.granularity = v.g;
     c.sparse.retro_window = v.window;
-    sa::session cpu(m, c);
-    c.backend = GetParam();
-    sa::session dev(m, c);
-    const run_record want = greedy(cpu, prompt, 48);
-    const run_record got = greedy(dev, prompt, 48, &want.tokens);
-    const double worst = largest_rel_err(got, want);
-    const sa::session_stats cs = cpu.stats(), ds = dev.stats();
+    const paired_run r = run_paired(m, c, GetParam(), prompt, 48);
+    const double worst = r.worst;
+    const sa::session_stats &cs = r.cpu, &ds = r.dev;
     std::printf("retro w=%d %s: largest relative logit error %.3g, keys read %llu (cpu %llu), effective budget %.4f (cpu %.4f)\n",
                 v.window, v.g == sa::select_granularity::per_head ? "per head" : "per group", worst,
                 static_cast<unsigned long long>(ds.sparse_keys_attended),
