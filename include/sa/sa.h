@@ -330,7 +330,7 @@ typedef struct sa_session sa_session;
 ** next layers. A token's output ends as attention over the union of the pages its window's
 ** queries loaded. Per head or per group selection (with ReSA's rectification too: a
 ** rectification or a prefill restarts the window); not with vAttention or the oracle
-** (SA_ERR_UNSUPPORTED). Every backend. */
+** (SA_ERR_UNSUPPORTED). Runs on every backend (CPU, CUDA, Vulkan). */
 #define SA_CORRECTION_RETRO 1
 
 /* Speculative selection (sa_session_params.speculation), on top of SA_SPARSE_QUEST. */
