@@ -143,6 +143,27 @@ SA_API void sa_model_params_init(sa_model_params *params);
 SA_API sa_status sa_model_load(const char *path, const sa_model_params *params,
                                sa_model **out_model);
 
+/*
+** sa_model_load_from_memory — load a GGUF model from a caller's buffer (a model embedded in
+** the application's binary, read from an archive, received over a network).
+**
+** [in]  data       the GGUF bytes; not NULL unless size is 0.
+** [in]  size       bytes at data.
+** [in]  params     NULL for defaults; use_mmap is ignored (there is no file to map).
+** [out] out_model  receives the model on SA_OK and NULL on failure; not NULL.
+**
+** The bytes are validated as sa_model_load validates a file. Ownership: the library copies
+** the buffer before it returns, so the caller may free or reuse it at once; the copy (size
+** bytes) lives as long as the model or any session made from it. Returns SA_OK; SA_ERR_FORMAT
+** when the bytes are not a valid GGUF model (an empty buffer included; the message names the
+** key, tensor or offset); SA_ERR_UNSUPPORTED for an unknown architecture or tensor type;
+** SA_ERR_INVALID_ARG for NULL arguments or bad params; SA_ERR_NOMEM when the copy cannot be
+** allocated. Threading: any thread. Ownership of the model: destroy it with
+** sa_model_destroy().
+*/
+SA_API sa_status sa_model_load_from_memory(const void *data, size_t size, const sa_model_params *params,
+                                           sa_model **out_model);
+
 /* sa_model_destroy — release the model handle. Sessions and detokenizers created from it stay
 ** valid and keep the weights alive until they are destroyed. NULL or an already destroyed
 ** handle: no-op. */

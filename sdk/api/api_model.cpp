@@ -40,6 +40,22 @@ sa_status sa_model_load(const char* path, const sa_model_params* params, sa_mode
   });
 }
 
+sa_status sa_model_load_from_memory(const void* data, size_t size, const sa_model_params* params,
+                                    sa_model** out_model) {
+  return guarded(nullptr, [&] {
+    if (!out_model) sa::fail(SA_ERR_INVALID_ARG, "out_model is NULL");
+    *out_model = nullptr;
+    if (!data && size > 0) sa::fail(SA_ERR_INVALID_ARG, "data is NULL with a size of %zu bytes", size);
+    sa_model_params defaults;
+    sa_model_params_init(&defaults);
+    (void)sa::api::read_params(params, defaults, "sa_model_params");  // checked; use_mmap has no file to map
+    auto m = std::make_unique<sa_model>();
+    m->impl = sa::model::load_from_memory(data, size);
+    registry<sa_model>::add(m.get());
+    *out_model = m.release();
+  });
+}
+
 void sa_model_destroy(sa_model* model) {
   if (!model || !registry<sa_model>::remove(model)) return;
   delete model;  // sessions still holding the weights keep them alive

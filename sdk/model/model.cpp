@@ -82,6 +82,10 @@ std::shared_ptr<const model> model::load(const std::string& path, bool use_mmap)
   return from_file(gguf::file::open(path, use_mmap));
 }
 
+std::shared_ptr<const model> model::load_from_memory(const void* data, size_t size) {
+  return from_file(gguf::file::from_memory(data, size));
+}
+
 std::shared_ptr<const model> model::from_file(std::unique_ptr<gguf::file> f) {
   std::shared_ptr<model> m(new model());
   m->file_ = std::move(f);

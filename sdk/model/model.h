@@ -52,6 +52,8 @@ class model {
  public:
   // Throws sa::error (SA_ERR_IO, SA_ERR_FORMAT, SA_ERR_UNSUPPORTED) naming what is wrong.
   static std::shared_ptr<const model> load(const std::string& path, bool use_mmap);
+  // From a copy of a GGUF image in memory (the caller's buffer is not kept).
+  static std::shared_ptr<const model> load_from_memory(const void* data, size_t size);
   // The same from an already parsed file (tests build models in memory).
   static std::shared_ptr<const model> from_file(std::unique_ptr<gguf::file> f);
 

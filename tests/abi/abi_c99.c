@@ -50,6 +50,8 @@ int main(int argc, char **argv) {
   /* NULL arguments and handles. */
   CHECK(sa_model_load(NULL, NULL, &model) == SA_ERR_INVALID_ARG && model == NULL);
   CHECK(sa_model_load("x", NULL, NULL) == SA_ERR_INVALID_ARG);
+  CHECK(sa_model_load_from_memory(NULL, 4, NULL, &model) == SA_ERR_INVALID_ARG && model == NULL);
+  CHECK(sa_model_load_from_memory("GGUF", 4, NULL, &model) == SA_ERR_FORMAT && model == NULL);
   CHECK(sa_model_info(NULL, &desc) == SA_ERR_MISUSE);
   CHECK(strstr(sa_last_error(), "NULL") != NULL);
   CHECK(sa_session_create(NULL, NULL, &session) == SA_ERR_MISUSE && session == NULL);

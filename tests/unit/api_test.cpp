@@ -2,6 +2,7 @@
 // versioned structs, model/session lifetimes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <cstdio>
@@ -61,6 +62,74 @@ TEST_F(api, errors_name_what_was_wrong) {
   EXPECT_EQ(sa_decode_step(s, 100000, nullptr), SA_ERR_INVALID_ARG);
   EXPECT_NE(std::string(sa_session_errmsg(s)).find("100000"), std::string::npos);
   sa_session_destroy(s);
+}
+
+// The bytes of a file (the model written by SetUp).
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::vector<uint8_t> bytes;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    uint8_t buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+    std::fclose(f);
+  }
+  return bytes;
+}
+
+TEST_F(api, a_model_loaded_from_memory_is_the_model_of_the_file_and_keeps_no_reference_to_the_buffer) {
+  std::vector<uint8_t> bytes = file_bytes(path_);
+  ASSERT_GT(bytes.size(), 64u);
+  sa_model* mem = nullptr;
+  ASSERT_EQ(sa_model_load_from_memory(bytes.data(), bytes.size(), nullptr, &mem), SA_OK) << sa_last_error();
+  // The caller's buffer is copied: overwritten and released, the model still decodes.
+  std::fill(bytes.begin(), bytes.end(), uint8_t{0xA5});
+  bytes.clear();
+  bytes.shrink_to_fit();
+  sa_model_desc a, b;
+  a.struct_size = b.struct_size = sizeof a;
+  ASSERT_EQ(sa_model_info(model_, &a), SA_OK);
+  ASSERT_EQ(sa_model_info(mem, &b), SA_OK);
+  EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0);
+  // The same logits after the same tokens as the model loaded from the file.
+  sa_session* from_file = make_session();
+  sa_model* file_model = model_;
+  model_ = mem;
+  sa_session* from_memory = make_session();
+  model_ = file_model;
+  const std::vector<int32_t> t = tokenize("hello there, general");
+  ASSERT_EQ(sa_prefill(from_file, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_prefill(from_memory, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  int32_t n = 0, m = 0;
+  const float* x = sa_session_logits(from_file, &n);
+  const float* y = sa_session_logits(from_memory, &m);
+  ASSERT_TRUE(x && y);
+  ASSERT_EQ(n, m);
+  EXPECT_EQ(std::memcmp(x, y, static_cast<size_t>(n) * sizeof(float)), 0);
+  sa_session_destroy(from_file);
+  sa_session_destroy(from_memory);
+  sa_model_destroy(mem);
+}
+
+TEST_F(api, loading_from_memory_refuses_null_empty_truncated_and_foreign_bytes_by_name) {
+  const std::vector<uint8_t> bytes = file_bytes(path_);
+  sa_model* m = reinterpret_cast<sa_model*>(&m);  // not NULL: a failed load must clear it
+  EXPECT_EQ(sa_model_load_from_memory(nullptr, 16, nullptr, &m), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(sa_last_error()).find("NULL"), std::string::npos) << sa_last_error();
+  EXPECT_EQ(sa_model_load_from_memory(bytes.data(), bytes.size(), nullptr, nullptr), SA_ERR_INVALID_ARG);
+  EXPECT_EQ(sa_model_load_from_memory(nullptr, 0, nullptr, &m), SA_ERR_FORMAT);
+  EXPECT_EQ(m, nullptr);
+  for (size_t cut : {size_t{3}, size_t{24}, bytes.size() / 2, bytes.size() - 1}) {
+    EXPECT_EQ(sa_model_load_from_memory(bytes.data(), cut, nullptr, &m), SA_ERR_FORMAT) << cut;
+    EXPECT_EQ(m, nullptr);
+  }
+  const char text[] = "not a model, only some text that is long enough to parse";
+  EXPECT_EQ(sa_model_load_from_memory(text, sizeof text, nullptr, &m), SA_ERR_FORMAT);
+  EXPECT_NE(std::string(sa_last_error()).find("magic"), std::string::npos) << sa_last_error();
+  sa_model_params p;
+  sa_model_params_init(&p);
+  p.struct_size = 3;  // params are checked as sa_model_load checks them
+  EXPECT_EQ(sa_model_load_from_memory(bytes.data(), bytes.size(), &p, &m), SA_ERR_INVALID_ARG);
 }
 
 TEST_F(api, context_full_leaves_the_session_unchanged) {
