@@ -19,7 +19,10 @@
 **     as its address has not been reused by a newer object of the same kind.)
 **   - Params and info structs begin with a uint32_t struct_size that the caller sets to
 **     sizeof the struct it was compiled against (the *_init functions do this). Structs only
-**     grow at the end, so a program built against an older header keeps working.
+**     grow at the end, so a program built against an older header keeps working. A
+**     struct_size larger than this library's is accepted when every byte past the fields it
+**     knows is zero (a newer header's defaults), and refused with SA_ERR_UNSUPPORTED naming
+**     the struct when one is not (a setting this version cannot honour).
 **   - The library never returns heap memory the caller must free. Strings and arrays it
 **     returns stay valid until the documented point (usually the next call on the same
 **     handle).
@@ -117,7 +120,8 @@ typedef struct sa_model sa_model;
 
 typedef struct sa_model_params {
   uint32_t struct_size; /* sizeof(sa_model_params) */
-  int32_t use_mmap;     /* 1 (default): map the file; 0: read it into memory */
+  int32_t use_mmap;     /* 1 (default): map the file; 0: read it into memory; other values:
+                           SA_ERR_INVALID_ARG */
 } sa_model_params;
 
 /* sa_model_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
@@ -381,7 +385,11 @@ typedef struct sa_session_params {
   uint32_t struct_size; /* sizeof(sa_session_params) */
   int32_t backend;      /* SA_BACKEND_*; default SA_BACKEND_AUTO */
   int32_t n_threads;    /* CPU threads; 0 (default) = the number of cores */
-  int32_t n_ctx;        /* most tokens the session holds; 0 (default) = model's trained context */
+  int32_t n_ctx;        /* most tokens the session holds; 0 (default) = model's trained context.
+                           Larger than the trained context is accepted (positions past it get
+                           RoPE as any other; the quality there is the model's). Dense and full
+                           memories only: the bounded memories are sized by cache_tokens and
+                           ignore it. */
   int32_t n_batch;      /* prefill chunk in tokens; 0 (default) = 256 */
   int32_t memory;       /* SA_MEMORY_*; default SA_MEMORY_DENSE */
   /* Sampling, used by sa_sample() and sa_decode_step(). */
@@ -407,7 +415,8 @@ typedef struct sa_session_params {
   int32_t sink_pages;    /* first pages always attended; default 1 */
   int32_t local_pages;   /* newest pages always attended, >= 1; default 1 */
   int32_t min_pages;     /* fewest pages a head attends; default 3 */
-  int32_t dense_layers;  /* first layers that stay dense; default 2 */
+  int32_t dense_layers;  /* first layers that stay dense; default 2; the model's layer count or
+                            more makes every layer dense (the sparse bookkeeping still runs) */
   int32_t select_granularity; /* SA_SELECT_*; default SA_SELECT_PER_HEAD */
   int32_t rectify_every; /* ReSA: after every this many decode steps, the tokens they appended
                             are run again densely and their K/V in every layer replaced (the
@@ -511,6 +520,8 @@ SA_API sa_status sa_sample(sa_session *session, int32_t *out_token);
 ** [out] out_token  receives the sampled token; may be NULL to append without sampling.
 ** Returns SA_OK; SA_DONE when the sampled token is end-of-generation (it is still written);
 ** SA_ERR_CONTEXT_FULL; SA_ERR_INVALID_ARG (token out of range); SA_ERR_MISUSE; SA_ERR_BACKEND.
+** SA_DONE ends nothing: a later step appends whatever token it is given, the end-of-generation
+** token included, and decodes on (a caller that stops there simply stops calling).
 ** ^On any error from bad input the session is exactly as before the call. With a bounded
 ** memory, a backend failure in the middle of the step leaves the session unusable: every later
 ** call except sa_session_reset() and sa_session_destroy() returns SA_ERR_BACKEND.

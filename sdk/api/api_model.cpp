@@ -25,14 +25,24 @@ void sa_model_params_init(sa_model_params* params) {
   params->use_mmap = 1;
 }
 
+namespace {
+// The caller's model params (NULL: the defaults), checked.
+sa_model_params model_params(const sa_model_params* params) {
+  sa_model_params defaults;
+  sa_model_params_init(&defaults);
+  const sa_model_params p = sa::api::read_params(params, defaults, "sa_model_params");
+  if (p.use_mmap != 0 && p.use_mmap != 1)
+    sa::fail(SA_ERR_INVALID_ARG, "sa_model_params.use_mmap is %d: 0 (read the file) or 1 (map it)", p.use_mmap);
+  return p;
+}
+}  // namespace
+
 sa_status sa_model_load(const char* path, const sa_model_params* params, sa_model** out_model) {
   return guarded(nullptr, [&] {
     if (!out_model) sa::fail(SA_ERR_INVALID_ARG, "out_model is NULL");
     *out_model = nullptr;
     if (!path) sa::fail(SA_ERR_INVALID_ARG, "path is NULL");
-    sa_model_params defaults;
-    sa_model_params_init(&defaults);
-    const sa_model_params p = sa::api::read_params(params, defaults, "sa_model_params");
+    const sa_model_params p = model_params(params);
     auto m = std::make_unique<sa_model>();
     m->impl = sa::model::load(path, p.use_mmap != 0);
     registry<sa_model>::add(m.get());
@@ -46,9 +56,7 @@ sa_status sa_model_load_from_memory(const void* data, size_t size, const sa_mode
     if (!out_model) sa::fail(SA_ERR_INVALID_ARG, "out_model is NULL");
     *out_model = nullptr;
     if (!data && size > 0) sa::fail(SA_ERR_INVALID_ARG, "data is NULL with a size of %zu bytes", size);
-    sa_model_params defaults;
-    sa_model_params_init(&defaults);
-    (void)sa::api::read_params(params, defaults, "sa_model_params");  // checked; use_mmap has no file to map
+    (void)model_params(params);  // checked, though use_mmap has no file to map
     auto m = std::make_unique<sa_model>();
     m->impl = sa::model::load_from_memory(data, size);
     registry<sa_model>::add(m.get());

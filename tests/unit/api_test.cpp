@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include <cstdio>
@@ -292,6 +293,81 @@ TEST_F(api, versioned_structs_accept_older_and_reject_unknown_newer_fields) {
   EXPECT_EQ(sa_model_info(model_, &small), SA_OK);
   EXPECT_STREQ(small.architecture, "llama");
   EXPECT_EQ(small.name[0], 'x');
+}
+
+TEST_F(api, settings_once_accepted_silently_have_their_decisions) {
+  // use_mmap is a boolean: 0 or 1, both for files and (unused there) for memory.
+  sa_model_params mp;
+  sa_model_params_init(&mp);
+  mp.use_mmap = 7;
+  sa_model* m = nullptr;
+  EXPECT_EQ(sa_model_load(path_.c_str(), &mp, &m), SA_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(sa_last_error()).find("use_mmap"), std::string::npos) << sa_last_error();
+  const std::vector<uint8_t> bytes = file_bytes(path_);
+  EXPECT_EQ(sa_model_load_from_memory(bytes.data(), bytes.size(), &mp, &m), SA_ERR_INVALID_ARG);
+  mp.use_mmap = 0;
+  ASSERT_EQ(sa_model_load(path_.c_str(), &mp, &m), SA_OK) << sa_last_error();
+  sa_model_destroy(m);
+
+  const std::vector<int32_t> prompt = sa_test::token_stream(100, 3);
+  // n_ctx above the trained context (64 here) is taken: positions past it decode.
+  sa_session* s = make_session(/*n_ctx=*/256);
+  EXPECT_EQ(sa_prefill(s, prompt.data(), prompt.size(), nullptr, nullptr), SA_OK) << sa_session_errmsg(s);
+  // SA_DONE ends nothing: the end-of-generation token is appended like any other and decoding
+  // goes on.
+  sa_model_desc d;
+  d.struct_size = sizeof d;
+  ASSERT_EQ(sa_model_info(model_, &d), SA_OK);
+  ASSERT_GE(d.eos_token, 0);
+  int32_t next = -1;
+  const sa_status st = sa_decode_step(s, d.eos_token, &next);
+  EXPECT_TRUE(st == SA_OK || st == SA_DONE) << sa_session_errmsg(s);
+  const sa_status st2 = sa_decode_step(s, next, &next);
+  EXPECT_TRUE(st2 == SA_OK || st2 == SA_DONE) << sa_session_errmsg(s);
+  sa_stats stats;
+  stats.struct_size = sizeof stats;
+  ASSERT_EQ(sa_session_stats(s, &stats), SA_OK);
+  EXPECT_EQ(stats.n_tokens, prompt.size() + 2);
+  sa_session_destroy(s);
+
+  // The bounded memories are sized by cache_tokens: n_ctx does not bound them.
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CPU;
+  p.memory = SA_MEMORY_STREAMING;
+  p.n_ctx = 8;
+  p.n_sinks = 4;
+  p.cache_tokens = 32;
+  ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+  EXPECT_EQ(sa_prefill(s, prompt.data(), prompt.size(), nullptr, nullptr), SA_OK) << sa_session_errmsg(s);
+  sa_session_destroy(s);
+
+  // dense_layers at or above the layer count: every layer dense, so Quest at any budget
+  // decodes as the dense session does.
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CPU;
+  p.n_threads = 2;
+  p.memory = SA_MEMORY_FULL;
+  p.sparse = SA_SPARSE_QUEST;
+  p.budget_tokens = 16;
+  p.dense_layers = 99;
+  p.n_ctx = 128;
+  sa_session* sparse = nullptr;
+  ASSERT_EQ(sa_session_create(model_, &p, &sparse), SA_OK) << sa_last_error();
+  sa_session* dense = make_session(/*n_ctx=*/128);
+  ASSERT_EQ(sa_prefill(sparse, prompt.data(), 60, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_prefill(dense, prompt.data(), 60, nullptr, nullptr), SA_OK);
+  for (int i = 60; i < 70; ++i) {
+    ASSERT_EQ(sa_decode_step(sparse, prompt[static_cast<size_t>(i)], nullptr), SA_OK);
+    ASSERT_EQ(sa_decode_step(dense, prompt[static_cast<size_t>(i)], nullptr), SA_OK);
+    int32_t n1 = 0, n2 = 0;
+    const float* a = sa_session_logits(sparse, &n1);
+    const float* b = sa_session_logits(dense, &n2);
+    ASSERT_EQ(n1, n2);
+    for (int32_t j = 0; j < n1; ++j) ASSERT_NEAR(a[j], b[j], 1e-5f * (1.0f + std::fabs(b[j]))) << i << " " << j;
+  }
+  sa_session_destroy(sparse);
+  sa_session_destroy(dense);
 }
 
 TEST_F(api, invalid_params_are_rejected_with_their_name) {
