@@ -222,7 +222,11 @@ SA_API sa_status sa_model_meta_string(const sa_model *model, const char *key, ch
 
 /* Flags for sa_tokenize(). */
 #define SA_TOKENIZE_ADD_SPECIAL   1u /* add BOS/EOS where the model's metadata asks for them */
-#define SA_TOKENIZE_PARSE_SPECIAL 2u /* text such as "<|im_start|>" becomes its control token */
+#define SA_TOKENIZE_PARSE_SPECIAL 2u /* text such as "<|im_start|>" becomes its control token
+                                        (control, user-defined and unknown tokens such as
+                                        "<unk>"); with SentencePiece vocabularies the text
+                                        after each such token gets the leading-space marker,
+                                        as llama.cpp and Hugging Face's legacy mode give it */
 
 /*
 ** sa_tokenize — split UTF-8 text into tokens with the model's own tokenizer (byte-level BPE

@@ -124,7 +124,9 @@ void tokenizer::impl::validate_and_index() {
                                      t != type_user_defined)
                                   : (t == type_normal || t == type_undefined);
     if (plain) ordinary.try_emplace(text, id);
-    if ((t == type_control || t == type_user_defined) && !text.empty()) {
+    // Text that spells a control, user-defined or unknown token (`<unk>`) is that token when
+    // special tokens are parsed, as llama.cpp and Hugging Face's tokenizers take it.
+    if ((t == type_control || t == type_user_defined || t == type_unknown) && !text.empty()) {
       specials[static_cast<uint8_t>(text[0])].push_back(id);
     }
   }
@@ -271,14 +273,19 @@ std::vector<int32_t> tokenizer::encode(std::string_view text, bool add_special,
   } else {
     spm_model::scratch scratch;
     std::string buf;
+    // The space prefix starts the input and every run of text after a special token, as
+    // llama.cpp and Hugging Face's default (legacy) SentencePiece tokenizers do: a chat
+    // template's "<s>[INST] Hi" is then the ids the model was trained on.
+    bool after_special = true;
     for (const fragment& f : fragments) {
       if (f.special >= 0) {
         out.push_back(f.special);
+        after_special = true;
         continue;
       }
       buf.clear();
-      // The space prefix belongs to the start of the input only, not after special tokens.
-      if (m.add_space_prefix && f.offset == 0) buf.append(spm_space);
+      if (m.add_space_prefix && after_special) buf.append(spm_space);
+      after_special = false;
       for (char c : f.text) {
         if (c == ' ') {
           buf.append(spm_space);

@@ -724,16 +724,34 @@ TEST(SentencePiece, ByteFallbackAndUnk) {
             (ids{no_bytes.space, 0, 0, no_bytes.space, no_bytes.a}));
 }
 
-TEST(SentencePiece, SpacePrefixOnlyAtStart) {
+TEST(SentencePiece, SpacePrefixAtStartAndAfterEverySpecialToken) {
+  // As llama.cpp and Hugging Face's legacy SentencePiece mode: Llama-2's "<s>[INST] Hi" is
+  // [1, 733 '▁[', ...] there, and "a</s>b" ends in '▁b'.
   spm_fixture f;
   sa::tokenizer tok(f.b.v);
   EXPECT_EQ(tok.encode("the", false, true), (ids{f.sp_the}));
-  // After a leading special token there is no prefix: "the" -> th e.
-  EXPECT_EQ(tok.encode("<s>the", false, true), (ids{f.b.v.bos, f.th, f.e}));
-  // Nor after one in the middle.
-  EXPECT_EQ(tok.encode("a<s>the", false, true), (ids{f.space, f.a, f.b.v.bos, f.th, f.e}));
+  EXPECT_EQ(tok.encode("<s>the", false, true), (ids{f.b.v.bos, f.sp_the}));
+  EXPECT_EQ(tok.encode("a<s>the", false, true), (ids{f.space, f.a, f.b.v.bos, f.sp_the}));
+  EXPECT_EQ(tok.encode("a</s>c", false, true), (ids{f.space, f.a, f.b.v.eos, f.sp_c}));
+  // Adjacent specials: the text after the last one is prefixed once.
+  EXPECT_EQ(tok.encode("<s></s>the", false, true), (ids{f.b.v.bos, f.b.v.eos, f.sp_the}));
+  // With add_space_prefix off nothing is prefixed, after a special token either.
   f.b.v.add_space_prefix = 0;
-  EXPECT_EQ(sa::tokenizer(f.b.v).encode("the", false, false), (ids{f.th, f.e}));
+  sa::tokenizer plain(f.b.v);
+  EXPECT_EQ(plain.encode("the", false, false), (ids{f.th, f.e}));
+  EXPECT_EQ(plain.encode("<s>the", false, true), (ids{f.b.v.bos, f.th, f.e}));
+}
+
+TEST(SpecialTokens, UnknownTokenTextIsTheUnknownTokenWhenParsed) {
+  // `<unk>` written in the text maps to the unknown token's id with special-token parsing on
+  // (llama.cpp and Hugging Face do); off, it is text.
+  spm_fixture f;
+  f.b.v.add_space_prefix = 0;
+  sa::tokenizer tok(f.b.v);
+  EXPECT_EQ(tok.encode("a<unk>c", false, true), (ids{f.a, f.b.v.unk, f.c}));
+  const ids off = tok.encode("<unk>", false, false);
+  EXPECT_EQ(std::count(off.begin(), off.end(), f.b.v.unk), 0);
+  EXPECT_GT(off.size(), 1u);
 }
 
 TEST(SentencePiece, ControlTokensNeverComeFromMerges) {
