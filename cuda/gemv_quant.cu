@@ -208,18 +208,22 @@ cudaError_t run(gemv_params& p, void* inputs, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+// Elements per lane chunk, from the chunk type each weight type runs with (launch_gemv).
 int chunk_elems(etype t) {
   switch (t) {
-    case etype::f32:
-    case etype::f16:
-    case etype::bf16: return 8;
-    case etype::q6_k: return 8;
-    case etype::q8_0: return 16;
-    case etype::q4_0:
-    case etype::q4_k: return 32;
+    case etype::f32: return wc_f32::E;
+    case etype::f16: return wc_half<false>::E;
+    case etype::bf16: return wc_half<true>::E;
+    case etype::q8_0: return wi_q8_0::E;
+    case etype::q4_0: return wi_q4_0::E;
+    case etype::q4_k: return wi_q4_k::E;
+    case etype::q6_k: return wi_q6_k::E;
   }
   return 0;
 }
+
+// Whether a weight type's products take the input quantized to int16.
+bool int16_inputs(etype t) { return t != etype::f32 && t != etype::f16 && t != etype::bf16; }
 
 // ---- the generic fallback: any type, any n_in; one thread per output element ----------------
 __global__ void matmul_generic_kernel(etype type, wview w, int64_t rows, const float* x, int64_t n,
@@ -247,18 +251,13 @@ __global__ void matmul_generic_kernel(etype type, wview w, int64_t rows, const f
 
 bool gemv_supported(const weight_ref& w) {
   const int e = chunk_elems(w.type);
-  const bool quantized = w.type != etype::f32 && w.type != etype::f16 && w.type != etype::bf16;
-  return e > 0 && w.cols % e == 0 && (quantized ? w.cols % 32 == 0 : true) &&
+  return e > 0 && w.cols % e == 0 && (int16_inputs(w.type) ? w.cols % 32 == 0 : true) &&
          (w.type == etype::q4_k || w.type == etype::q6_k ? w.cols % 256 == 0 : true);
 }
 
 size_t gemv_input_bytes(const weight_ref& w, int64_t n) {
-  switch (w.type) {
-    case etype::f32:
-    case etype::f16:
-    case etype::bf16: return 0;
-    default: return static_cast<size_t>(n * w.cols) * sizeof(int16_t) + static_cast<size_t>(n * (w.cols / 32)) * sizeof(float);
-  }
+  if (!int16_inputs(w.type)) return 0;
+  return static_cast<size_t>(n * w.cols) * sizeof(int16_t) + static_cast<size_t>(n * (w.cols / 32)) * sizeof(float);
 }
 
 cudaError_t launch_gemv(const product_task* tasks, int32_t n_tasks, const float* x, int64_t n,

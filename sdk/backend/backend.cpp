@@ -123,6 +123,37 @@ void backend::stamp_pages(const tensor&, int64_t, const tensor&, int32_t, bool, 
   fail(SA_ERR_UNSUPPORTED, "stamp_pages (RetroAttention) is not implemented on the %s backend", name());
 }
 
+namespace {
+bool is_page_plan(const tensor& plan) { return plan.type == dtype::i32 && plan.elements() >= 4; }
+}  // namespace
+
+int64_t check_unseen_pages(const tensor& q, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                           int32_t page_size, bool group_mean, const tensor& pages, int64_t select_bound,
+                           const tensor& plan, const tensor& stamps, int64_t pages_capacity,
+                           const tensor& rows, const tensor& keys) {
+  if (n_heads < 1 || n_kv_heads < 1 || n_heads % n_kv_heads != 0 || head_dim < 1)
+    fail(SA_ERR_INTERNAL, "attention_unseen_pages: %d query heads of %d over %d KV heads", n_heads, head_dim,
+         n_kv_heads);
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads, n = rows.elements();
+  if (!is_page_plan(plan) || page_size < 1 || select_bound < 1 || pages_capacity < 1 ||
+      pages.type != dtype::i32 || pages.elements() < rankers * select_bound || stamps.type != dtype::i32 ||
+      stamps.elements() < rankers * pages_capacity || rows.type != dtype::i32 || q.type != dtype::f32 ||
+      q.elements() != n * n_heads * head_dim || keys.type != dtype::i32 || keys.elements() < n * n_heads)
+    fail(SA_ERR_INTERNAL, "attention_unseen_pages: %lld rows, %lld pages per ranker of %lld do not fit",
+         static_cast<long long>(n), static_cast<long long>(select_bound), static_cast<long long>(pages_capacity));
+  return n;
+}
+
+void check_stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan, int32_t n_rankers,
+                       bool every_page, const tensor& stamps, int64_t pages_capacity) {
+  if (!is_page_plan(plan) || n_rankers < 1 || pages_capacity < 1 || stamps.type != dtype::i32 ||
+      stamps.elements() < int64_t{n_rankers} * pages_capacity ||
+      (!every_page && (select_bound < 1 || pages.type != dtype::i32 ||
+                       pages.elements() < int64_t{n_rankers} * select_bound)))
+    fail(SA_ERR_INTERNAL, "stamp_pages: %d rankers of %lld pages do not fit", n_rankers,
+         static_cast<long long>(pages_capacity));
+}
+
 void backend::copy(const tensor&, const tensor&) {
   fail(SA_ERR_UNSUPPORTED, "copy is not implemented on the %s backend", name());
 }

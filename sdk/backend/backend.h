@@ -417,6 +417,15 @@ tensor new_tensor(backend& be, std::vector<buffer_ptr>& owned, dtype type, int64
 
 enum class backend_kind { cpu, cuda, vulkan };
 
+// The argument shapes of the RetroAttention ops, as every backend checks them before its own
+// checks (SA_ERR_INTERNAL naming the op). check_unseen_pages returns the past rows' count.
+int64_t check_unseen_pages(const tensor& q, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                           int32_t page_size, bool group_mean, const tensor& pages, int64_t select_bound,
+                           const tensor& plan, const tensor& stamps, int64_t pages_capacity,
+                           const tensor& rows, const tensor& keys);
+void check_stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan, int32_t n_rankers,
+                       bool every_page, const tensor& stamps, int64_t pages_capacity);
+
 // A backend of the given kind on device `device` (CPU: ignored); n_threads 0 = one per core
 // (CPU). Throws SA_ERR_UNSUPPORTED for kinds not compiled in or devices not present, with a
 // message saying which.

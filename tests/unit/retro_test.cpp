@@ -411,6 +411,19 @@ TEST_F(retro_api, settings_are_checked_and_unsupported_combinations_named) {
   st.struct_size = sizeof st;
   ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
   EXPECT_GT(st.retro_effective_budget, 1.0);
+  // AUTO chose as sa.h says, Retro or not: the first CUDA device, else a Vulkan GPU that is not
+  // a software one, else the CPU.
+  int32_t expected = SA_BACKEND_CPU;
+  if (!sa::list_devices(sa::backend_kind::cuda).empty()) {
+    expected = SA_BACKEND_CUDA;
+  } else {
+    for (const sa::device_info& d : sa::list_devices(sa::backend_kind::vulkan))
+      if (!d.software) {
+        expected = SA_BACKEND_VULKAN;
+        break;
+      }
+  }
+  EXPECT_EQ(st.backend, expected);
   sa_session_destroy(s);
 }
 

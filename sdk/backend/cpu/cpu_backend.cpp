@@ -398,16 +398,14 @@ void cpu_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, int
                                          const tensor& plan, const tensor& stamps, int64_t pages_capacity,
                                          const tensor& rows, float scale, const tensor& out,
                                          const tensor& lse, const tensor& keys) {
+  const int64_t n = check_unseen_pages(q, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages,
+                                       select_bound, plan, stamps, pages_capacity, rows, keys);
   const plan_values pv = plan_of(plan, page_size, kv.capacity, "attention_unseen_pages");
   const int32_t group = n_heads / n_kv_heads;
-  const int32_t rankers = group_mean ? n_kv_heads : n_heads;
   const std::span<const int32_t> ids = ints(pages), stamp = ints(stamps), pos = ints(rows);
-  const int64_t n = static_cast<int64_t>(pos.size());
-  if (pv.n_selected > select_bound || static_cast<int64_t>(ids.size()) < rankers * select_bound ||
-      pv.n_pages > pages_capacity || static_cast<int64_t>(stamp.size()) < rankers * pages_capacity ||
-      keys.type != dtype::i32 || keys.elements() < n * n_heads)
-    fail(SA_ERR_INTERNAL, "attention_unseen_pages: %lld pages per ranker or %lld rows do not fit",
-         static_cast<long long>(pv.n_selected), static_cast<long long>(n));
+  if (pv.n_selected > select_bound || pv.n_pages > pages_capacity)
+    fail(SA_ERR_INTERNAL, "attention_unseen_pages: a plan of %lld pages, %lld selected, past its bounds",
+         static_cast<long long>(pv.n_pages), static_cast<long long>(pv.n_selected));
   // The unseen keys of each (row, head) item as key sets.
   std::vector<int32_t> offsets(1, 0), slots;
   int32_t* counts = ptr<int32_t>(keys);
@@ -438,10 +436,11 @@ void cpu_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, int
 void cpu_backend::stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
                               int32_t n_rankers, bool every_page, const tensor& stamps,
                               int64_t pages_capacity) {
+  check_stamp_pages(pages, select_bound, plan, n_rankers, every_page, stamps, pages_capacity);
   const plan_values pv = plan_of(plan, 0, std::numeric_limits<int32_t>::max(), "stamp_pages");
-  if (pv.n_pages > pages_capacity || stamps.type != dtype::i32 || stamps.elements() < n_rankers * pages_capacity ||
-      (!every_page && (pv.n_selected > select_bound || pages.elements() < n_rankers * select_bound)))
-    fail(SA_ERR_INTERNAL, "stamp_pages: %lld pages do not fit", static_cast<long long>(pv.n_pages));
+  if (pv.n_pages > pages_capacity || (!every_page && pv.n_selected > select_bound))
+    fail(SA_ERR_INTERNAL, "stamp_pages: a plan of %lld pages, %lld selected, past its bounds",
+         static_cast<long long>(pv.n_pages), static_cast<long long>(pv.n_selected));
   int32_t* st = ptr<int32_t>(stamps);
   const auto now = static_cast<int32_t>(pv.n_keys - 1);
   for (int64_t r = 0; r < n_rankers; ++r) {

@@ -655,16 +655,10 @@ void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, in
                                           const tensor& plan, const tensor& stamps,
                                           int64_t pages_capacity, const tensor& rows, float scale,
                                           const tensor& out, const tensor& lse, const tensor& keys) {
-  check_plan(plan, "attention_unseen_pages");
+  const int64_t n = check_unseen_pages(q, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages,
+                                       select_bound, plan, stamps, pages_capacity, rows, keys);
   if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_unseen_pages: values must sit at the keys' rows");
   const attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
-  const int64_t rankers = group_mean ? n_kv_heads : n_heads, n = rows.elements();
-  if (a.n != n || page_size < 1 || select_bound < 1 || pages.type != dtype::i32 ||
-      pages.elements() < rankers * select_bound || stamps.type != dtype::i32 ||
-      stamps.elements() < rankers * pages_capacity || rows.type != dtype::i32 ||
-      keys.type != dtype::i32 || keys.elements() < n * n_heads)
-    fail(SA_ERR_INTERNAL, "attention_unseen_pages: %lld rows, %lld pages per ranker do not fit",
-         static_cast<long long>(n), static_cast<long long>(select_bound));
   unseen_sets_args u;
   u.pages = ints(pages);
   u.select_bound = select_bound;
@@ -686,11 +680,7 @@ void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, in
 void cuda_backend::stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
                                int32_t n_rankers, bool every_page, const tensor& stamps,
                                int64_t pages_capacity) {
-  check_plan(plan, "stamp_pages");
-  if (stamps.type != dtype::i32 || stamps.elements() < int64_t{n_rankers} * pages_capacity ||
-      (!every_page && (pages.type != dtype::i32 || pages.elements() < int64_t{n_rankers} * select_bound)))
-    fail(SA_ERR_INTERNAL, "stamp_pages: %d rankers of %lld pages do not fit", n_rankers,
-         static_cast<long long>(pages_capacity));
+  check_stamp_pages(pages, select_bound, plan, n_rankers, every_page, stamps, pages_capacity);
   check(launch_stamp_pages(ints(pages), select_bound, ints(plan), n_rankers, every_page,
                            reinterpret_cast<int32_t*>(dev(stamps)), pages_capacity, stream_),
         "stamp_pages");

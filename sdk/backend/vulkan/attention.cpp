@@ -227,23 +227,23 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
 void vulkan_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                                     int32_t head_dim, const key_sets& sets, float scale, const tensor& out,
                                     const tensor& lse) {
-  if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_sets: values must sit at the keys' rows");
-  const int64_t n = check_problem("attention_sets", q, kv, n_heads, n_kv_heads, head_dim, kv.capacity);
-  check_outputs("attention_sets", n, n_heads, head_dim, out, lse);
-  const int64_t items = n * n_heads;
-  if (!sets.offsets || !sets.slots || sets.offsets->elements() != items + 1 || sets.largest < 0 ||
-      (sets.log_weights && sets.log_weights->type != dtype::f32))
-    fail(SA_ERR_INTERNAL, "attention_sets: %lld offsets for %lld items",
-         static_cast<long long>(sets.offsets ? sets.offsets->elements() : 0), static_cast<long long>(items));
+  if (!sets.offsets || !sets.slots || (sets.log_weights && sets.log_weights->type != dtype::f32))
+    fail(SA_ERR_INTERNAL, "attention_sets: key sets without offsets or slots, or weights not f32");
   attention_sets_at(q, kv, n_heads, n_kv_heads, head_dim, ints(*sets.offsets), ints(*sets.slots),
-                    sets.log_weights ? addr(*sets.log_weights) : 0, sets.largest, scale, out, lse);
+                    sets.log_weights ? addr(*sets.log_weights) : 0, sets.largest, scale, out, lse,
+                    sets.offsets->elements());
 }
 
 void vulkan_backend::attention_sets_at(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                                        int32_t head_dim, uint64_t offsets, uint64_t slots, uint64_t log_weights,
-                                       int64_t largest, float scale, const tensor& out, const tensor& lse) {
+                                       int64_t largest, float scale, const tensor& out, const tensor& lse,
+                                       int64_t n_offsets) {
+  if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_sets: values must sit at the keys' rows");
   const int64_t n = check_problem("attention_sets", q, kv, n_heads, n_kv_heads, head_dim, kv.capacity);
   check_outputs("attention_sets", n, n_heads, head_dim, out, lse);
+  if (largest < 0 || (n_offsets >= 0 && n_offsets != n * n_heads + 1))
+    fail(SA_ERR_INTERNAL, "attention_sets: %lld offsets for %lld items", static_cast<long long>(n_offsets),
+         static_cast<long long>(n * n_heads));
   if (n == 0) return;
   const int64_t items = n * n_heads, group = n_heads / n_kv_heads;
   const int64_t splits = split_count(items, largest);

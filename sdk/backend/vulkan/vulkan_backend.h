@@ -148,11 +148,13 @@ class vulkan_backend final : public backend {
   // the recorded steps (their addresses would be stale). Returns its device address.
   uint64_t scratch(size_t slot, size_t bytes);
   // attention_sets over sets given by device addresses (offsets [n * n_heads + 1], slots, log
-  // weights or 0; largest bounds every set): attention_sets after its checks, and the
-  // RetroAttention supplements, whose sets are built in scratch.
+  // weights or 0; largest bounds every set), with every check: attention_sets itself, and the
+  // RetroAttention supplements, whose sets are built in scratch. n_offsets: the offsets' count
+  // to check, or -1 for sets the caller built to the shape.
   void attention_sets_at(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, uint64_t offsets, uint64_t slots, uint64_t log_weights,
-                         int64_t largest, float scale, const tensor& out, const tensor& lse);
+                         int64_t largest, float scale, const tensor& out, const tensor& lse,
+                         int64_t n_offsets);
   // Device limits the op files size their grids by.
   uint32_t max_groups() const { return 65535; }
   // The device address of a copy of constant bytes (a table a shader reads, such as RoPE's
