@@ -4,8 +4,8 @@
 // Shapes: w [rows][n_in] in the device layout (launchers.h); x [n][n_in] f32; y [n][rows] f32.
 // Bytes that must move: the weights once (rows * row_bytes) plus x and y; x (at most 8 x 57 KB
 // on an 8B model) stays in L1/L2, so the kernel streams the weights and is bound by memory
-// bandwidth. A warp owns OUTS consecutive output rows (1, or 2 for quantized products with
-// many rows) over their whole width: consecutive lanes take consecutive chunks (16 bytes of an
+// bandwidth. A warp owns OUTS consecutive output rows (1; 2 for quantized products with many
+// rows; with several input rows 2 to 4, run_rows) over their whole width: consecutive lanes take consecutive chunks (16 bytes of an
 // f32/f16/bf16 row with f32 inputs; 8 to 32 weights of a quantized row with int16 inputs, so
 // that a warp's input loads are contiguous too), several chunks ahead (up to 256 bytes of raw
 // weights per lane in flight).
@@ -46,10 +46,11 @@ constexpr int in_flight_of() {
   else return 0;
 }
 
-template <typename W, int OUTS, bool MULTI, bool SWIGLU>
+// NX: input rows the sums are sized for (1, 2, 4 or 8); p.nx of them are used.
+template <typename W, int OUTS, int NX, bool SWIGLU>
 __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_params p) {
   pdl_begin();
-  constexpr int NX = MULTI ? k_max_x : 1;
+  constexpr bool MULTI = NX > 1;
   constexpr int WR = SWIGLU ? 2 : 1;  // weight rows per output: (gate, up)
   // The task of this block (selected with constant offsets: kernel parameters are not indexed).
   const int32_t b = static_cast<int32_t>(blockIdx.x);
@@ -78,15 +79,15 @@ __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_param
   for (int o = 0; o < OUTS; ++o) row_of[o] = o0 + o < rows ? o0 + o : rows - 1;
 
   const int64_t n_chunks = p.n_in / W::E;
-  // Chunks in flight per lane: about 256 bytes of raw weights (fewer with 8 input rows, whose
-  // sums take the registers). A warp with one quantized row takes the format's in_flight (32 or
-  // 64 bytes of quants): more would cost a fourth block per SM, and 4096-row products would
-  // need a second wave.
+  // Chunks in flight per lane: about 256 bytes of raw weights. A warp with one quantized row
+  // takes the format's in_flight (32 or 64 bytes of quants): more would cost a fourth block per
+  // SM, and 4096-row products would need a second wave. With more input rows the sums take the
+  // registers: at most 16 / NX chunks (2 rows keep the full depth, 8 rows a quarter of it).
   constexpr int raw_bytes = static_cast<int>(sizeof(typename W::raw)) * WR * OUTS;
-  constexpr int U = MULTI ? 1
-                    : W::int16_inputs && WR * OUTS == 1
-                        ? in_flight_of<W>()
-                        : (256 / raw_bytes >= 8 ? 8 : 256 / raw_bytes >= 4 ? 4 : 256 / raw_bytes >= 2 ? 2 : 1);
+  constexpr int U_one = W::int16_inputs && WR * OUTS == 1
+                            ? in_flight_of<W>()
+                            : (256 / raw_bytes >= 8 ? 8 : 256 / raw_bytes >= 4 ? 4 : 256 / raw_bytes >= 2 ? 2 : 1);
+  constexpr int U = NX == 1 ? U_one : (16 / NX < U_one ? 16 / NX : U_one);
   for (int64_t base = lane; base < n_chunks; base += U * k_warp) {
     typename W::raw r[U][WR][OUTS];
 #pragma unroll
@@ -170,7 +171,7 @@ __global__ void quantize_inputs_kernel(const float* x, int64_t n_blocks, int16_t
   if (lane == 0) xd[b] = d;
 }
 
-template <typename W, int OUTS>
+template <typename W, int OUTS, int NX>
 cudaError_t run(gemv_params& p, void* inputs, cudaStream_t s) {
   if constexpr (W::int16_inputs) {
     const int64_t n_blocks = p.nx * (p.n_in / 32);
@@ -194,18 +195,29 @@ cudaError_t run(gemv_params& p, void* inputs, cudaStream_t s) {
   p.first_block[tasks] = blocks;
   if (blocks == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(blocks)), block(k_warps * k_warp);
-  if (p.nx == 1) {
-    if (swiglu)
-      launch_kernel(gemv_kernel<W, OUTS, false, true>, grid, block, 0, s, p);
-    else
-      launch_kernel(gemv_kernel<W, OUTS, false, false>, grid, block, 0, s, p);
-  } else {
-    if (swiglu)
-      launch_kernel(gemv_kernel<W, OUTS, true, true>, grid, block, 0, s, p);
-    else
-      launch_kernel(gemv_kernel<W, OUTS, true, false>, grid, block, 0, s, p);
-  }
+  if (swiglu)
+    launch_kernel(gemv_kernel<W, OUTS, NX, true>, grid, block, 0, s, p);
+  else
+    launch_kernel(gemv_kernel<W, OUTS, NX, false>, grid, block, 0, s, p);
   return cudaGetLastError();
+}
+
+// The launch for p.nx input rows. Every input row costs a load of x per weight chunk (L1
+// traffic 2 to 8 times the weights' bytes per row), which bounds the products from two rows on
+// (2 rows: 35-44 % of the bandwidth with one output row per warp). A warp that takes several
+// output rows loads x once for all of them: float weights take as many as there are input rows
+// (at most 4), quantized ones two (their sums and quants take the registers).
+template <typename W>
+cudaError_t run_rows(gemv_params& p, void* inputs, cudaStream_t s, bool pairs) {
+  constexpr int many = W::int16_inputs ? 2 : 4;
+  if (p.nx == 1) {
+    if constexpr (W::int16_inputs)
+      if (pairs) return run<W, 2, 1>(p, inputs, s);
+    return run<W, 1, 1>(p, inputs, s);
+  }
+  if (p.nx == 2) return run<W, 2, 2>(p, inputs, s);
+  if (p.nx <= 4) return run<W, many, 4>(p, inputs, s);
+  return run<W, many, k_max_x>(p, inputs, s);
 }
 
 // Elements per lane chunk, from the chunk type each weight type runs with (launch_gemv).
@@ -284,13 +296,13 @@ cudaError_t launch_gemv(const product_task* tasks, int32_t n_tasks, const float*
   for (int t = 0; t < (ep == epilogue::swiglu ? 1 : n_tasks); ++t) rows += tasks[t].w.rows;
   const bool pairs = rows >= k_pair_rows;
   switch (tasks[0].w.type) {
-    case etype::f32: return run<wc_f32, 1>(p, inputs, s);
-    case etype::f16: return run<wc_half<false>, 1>(p, inputs, s);
-    case etype::bf16: return run<wc_half<true>, 1>(p, inputs, s);
-    case etype::q8_0: return pairs ? run<wi_q8_0, 2>(p, inputs, s) : run<wi_q8_0, 1>(p, inputs, s);
-    case etype::q4_0: return pairs ? run<wi_q4_0, 2>(p, inputs, s) : run<wi_q4_0, 1>(p, inputs, s);
-    case etype::q4_k: return pairs ? run<wi_q4_k, 2>(p, inputs, s) : run<wi_q4_k, 1>(p, inputs, s);
-    case etype::q6_k: return pairs ? run<wi_q6_k, 2>(p, inputs, s) : run<wi_q6_k, 1>(p, inputs, s);
+    case etype::f32: return run_rows<wc_f32>(p, inputs, s, false);
+    case etype::f16: return run_rows<wc_half<false>>(p, inputs, s, false);
+    case etype::bf16: return run_rows<wc_half<true>>(p, inputs, s, false);
+    case etype::q8_0: return run_rows<wi_q8_0>(p, inputs, s, pairs);
+    case etype::q4_0: return run_rows<wi_q4_0>(p, inputs, s, pairs);
+    case etype::q4_k: return run_rows<wi_q4_k>(p, inputs, s, pairs);
+    case etype::q6_k: return run_rows<wi_q6_k>(p, inputs, s, pairs);
   }
   return cudaErrorInvalidValue;
 }

@@ -124,8 +124,8 @@ void gemv(const gpu_bench_options& o, double bw, json_out& js) {
   const shape shapes[] = {{"q/o 4096x4096", 4096, 4096},     {"k/v 1024x4096", 4096, 1024},
                           {"gate/up 14336x4096", 4096, 14336}, {"down 4096x14336", 14336, 4096},
                           {"lm_head 128256x4096", 4096, 128256}};
-  std::printf("matrix-vector products (decode, 1 row) on Llama-3.1-8B shapes (bytes: the weights)\n");
-  std::printf("%-6s %-20s %10s %9s %10s %9s\n", "type", "shape", "MB", "us", "TB/s", "% of bw");
+  std::printf("matrix-vector products (decode) on Llama-3.1-8B shapes (bytes: the weights)\n");
+  std::printf("%-6s %4s %-20s %10s %9s %10s %9s\n", "type", "rows", "shape", "MB", "us", "TB/s", "% of bw");
   for (const std::string& tn : o.types) {
     const sa::dtype type = weight_type(tn);
     for (const shape& sh : shapes) {
@@ -135,20 +135,23 @@ void gemv(const gpu_bench_options& o, double bw, json_out& js) {
       std::vector<sa::buffer_ptr> owned;
       std::vector<sa::tensor> ws;
       for (int b = 0; b < n_buf; ++b) ws.push_back(device_weight(be, owned, type, sh.n_in, sh.n_out, file));
-      const std::vector<uint8_t> xh = random_matrix(sa::dtype::f32, sh.n_in, 1, 1.0f, 1);
-      sa::tensor x = sa::new_f32_tensor(be, owned, sh.n_in, 1), y = sa::new_f32_tensor(be, owned, sh.n_out, 1);
-      be.upload(*x.buf, 0, xh.data(), xh.size());
-      const int calls = std::max(n_buf, 20);
-      const double s = time_recorded(be, next_key(), calls,
-                                     [&](int i) { be.matmul(ws[static_cast<size_t>(i % n_buf)], x, y); });
-      const double bytes = static_cast<double>(sa::row_bytes(type, sh.n_in) * sh.n_out);
-      const double tbps = bytes / s / 1e12;
-      std::printf("%-6s %-20s %10.1f %9.1f %10.3f %8.1f%%\n", tn.c_str(), sh.name, bytes / 1e6, s * 1e6, tbps,
-                  100 * tbps / bw);
-      js.line(fmt("{\"bench\":\"gemv\",\"type\":\"%s\",\"n_in\":%lld,\"n_out\":%lld,\"us\":%.3f,\"tbps\":%.4f,"
-                  "\"fraction_of_bw\":%.4f}",
-                  tn.c_str(), static_cast<long long>(sh.n_in), static_cast<long long>(sh.n_out), s * 1e6, tbps,
-                  tbps / bw));
+      for (const int rows : o.rows) {
+        if (rows < 1 || rows > 8) sa::fail(SA_ERR_INVALID_ARG, "gemv: --rows takes 1 to 8, not %d", rows);
+        const std::vector<uint8_t> xh = random_matrix(sa::dtype::f32, sh.n_in, rows, 1.0f, 1);
+        sa::tensor x = sa::new_f32_tensor(be, owned, sh.n_in, rows), y = sa::new_f32_tensor(be, owned, sh.n_out, rows);
+        be.upload(*x.buf, 0, xh.data(), xh.size());
+        const int calls = std::max(n_buf, 20);
+        const double s = time_recorded(be, next_key(), calls,
+                                       [&](int i) { be.matmul(ws[static_cast<size_t>(i % n_buf)], x, y); });
+        const double bytes = static_cast<double>(sa::row_bytes(type, sh.n_in) * sh.n_out);
+        const double tbps = bytes / s / 1e12;
+        std::printf("%-6s %4d %-20s %10.1f %9.1f %10.3f %8.1f%%\n", tn.c_str(), rows, sh.name, bytes / 1e6, s * 1e6,
+                    tbps, 100 * tbps / bw);
+        js.line(fmt("{\"bench\":\"gemv\",\"type\":\"%s\",\"rows\":%d,\"n_in\":%lld,\"n_out\":%lld,\"us\":%.3f,"
+                    "\"tbps\":%.4f,\"fraction_of_bw\":%.4f}",
+                    tn.c_str(), rows, static_cast<long long>(sh.n_in), static_cast<long long>(sh.n_out), s * 1e6,
+                    tbps, tbps / bw));
+      }
     }
   }
   std::printf("\n");

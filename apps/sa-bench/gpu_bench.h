@@ -27,6 +27,7 @@ struct gpu_bench_options {
   std::vector<int> lengths = {4096, 8192, 16384, 32768, 65536, 131072};
   std::vector<std::string> types = {"f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k"};
   std::string model;                            // decode: a GGUF file
+  std::vector<int> rows = {1};                  // gemv: input rows
   std::vector<int> depths = {0, 8192, 32768, 131072};
   int steps = 64;
   int batch = 2048;                             // prefill chunk

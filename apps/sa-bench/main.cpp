@@ -223,6 +223,7 @@ int main(int argc, char** argv) {
     ("device", "gpu mode: device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("keys", "gpu attention: context lengths", cxxopts::value<std::vector<int>>()->default_value("4096,8192,16384,32768,65536,131072"))
     ("types", "gpu gemv: weight types", cxxopts::value<std::vector<std::string>>()->default_value("f16,bf16,q8_0,q4_0,q4_k,q6_k"))
+    ("rows", "gpu gemv: input rows (1 = decode; 2 to 8: RetroAttention's window, small prefill chunks)", cxxopts::value<std::vector<int>>()->default_value("1"))
     ("depths", "gpu decode: context depths", cxxopts::value<std::vector<int>>()->default_value("0,8192,32768,131072"))
     ("batch", "gpu decode: prefill chunk", cxxopts::value<int>()->default_value("2048"))
     ("methods", "gpu sparse: dense,quest,resa,retro:2,retro:4,vattention,cascade", cxxopts::value<std::vector<std::string>>()->default_value("dense,quest,resa,vattention,cascade"))
@@ -284,6 +285,7 @@ int main(int argc, char** argv) {
     o.lengths = args["keys"].as<std::vector<int>>();
     o.types = args["types"].as<std::vector<std::string>>();
     if (args.count("model")) o.model = args["model"].as<std::string>();
+    o.rows = args["rows"].as<std::vector<int>>();
     o.depths = args["depths"].as<std::vector<int>>();
     o.steps = args["steps"].as<int>();
     o.batch = args["batch"].as<int>();
