@@ -4,6 +4,7 @@
 // All are memory-bound and tiny next to the products and attention; they follow the CPU
 // reference's arithmetic closely (RMS in double, RoPE angles in double and the rotation without
 // fused multiply-adds) so the two backends agree to rounding.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -16,22 +17,72 @@ namespace {
 
 constexpr int k_threads = 256;
 
+// y[r][c] = x[r][c] * (1 / sqrt(mean_c x[r][c]^2 + eps)) * w[c]; x, y [rows][cols], w [cols].
+// grid: rows; block: norm_threads(cols) threads. Bytes: x read once and y written once (rows
+// up to k_norm_held * 4 * 1024 columns wide stay in registers between the sum and the scaling;
+// wider ones read x a second time from L2). A decode row is 16 KB: every thread issues its loads
+// at once, so the kernel costs one L2 round trip rather than one per column stride.
+constexpr int k_norm_held = 4;  // float4s a thread keeps
 __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t cols, float eps) {
   pdl_begin();
-  // grid: rows; block: 256. Reads x twice (the second time from L1/L2): 2 * cols * 4 bytes.
-  __shared__ double part[k_threads / k_warp];
-  const float* xr = x + blockIdx.x * cols;
-  float* yr = y + blockIdx.x * cols;
+  __shared__ double part[32];
+  const int64_t row = blockIdx.x;
+  const int n_threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
+  const bool vec = cols % 4 == 0;  // rows then start 16-byte aligned (the pools align to 256)
   double ss = 0;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) ss += static_cast<double>(xr[c]) * xr[c];
+  float4 held[k_norm_held];
+  if (vec) {
+    const float4* x4 = reinterpret_cast<const float4*>(x + row * cols);
+    const int64_t n4 = cols / 4;
+#pragma unroll
+    for (int v = 0; v < k_norm_held; ++v) {
+      const int64_t i = t + static_cast<int64_t>(v) * n_threads;
+      held[v] = i < n4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int v = 0; v < k_norm_held; ++v)
+      ss += static_cast<double>(held[v].x) * held[v].x + static_cast<double>(held[v].y) * held[v].y +
+            static_cast<double>(held[v].z) * held[v].z + static_cast<double>(held[v].w) * held[v].w;
+    for (int64_t i = t + static_cast<int64_t>(k_norm_held) * n_threads; i < n4; i += n_threads) {
+      const float4 a = x4[i];
+      ss += static_cast<double>(a.x) * a.x + static_cast<double>(a.y) * a.y + static_cast<double>(a.z) * a.z +
+            static_cast<double>(a.w) * a.w;
+    }
+  } else {
+    for (int64_t c = t; c < cols; c += n_threads) ss += static_cast<double>(x[row * cols + c]) * x[row * cols + c];
+  }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (threadIdx.x % k_warp == 0) part[threadIdx.x / k_warp] = ss;
+  if (t % k_warp == 0) part[t / k_warp] = ss;
   __syncthreads();
   double total = 0;
-  for (int i = 0; i < k_threads / k_warp; ++i) total += part[i];
+  for (int i = 0; i < n_threads / k_warp; ++i) total += part[i];
   const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(cols) + eps));
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = __fmul_rn(__fmul_rn(xr[c], inv), w[c]);
+  auto scale = [inv](float v, float g) { return __fmul_rn(__fmul_rn(v, inv), g); };
+  if (vec) {
+    const float4* x4 = reinterpret_cast<const float4*>(x + row * cols);
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    float4* y4 = reinterpret_cast<float4*>(y + row * cols);
+    const int64_t n4 = cols / 4;
+    auto put = [&](int64_t i, const float4& a) {
+      const float4 g = w4[i];
+      y4[i] = make_float4(scale(a.x, g.x), scale(a.y, g.y), scale(a.z, g.z), scale(a.w, g.w));
+    };
+#pragma unroll
+    for (int v = 0; v < k_norm_held; ++v) {
+      const int64_t i = t + static_cast<int64_t>(v) * n_threads;
+      if (i < n4) put(i, held[v]);
+    }
+    for (int64_t i = t + static_cast<int64_t>(k_norm_held) * n_threads; i < n4; i += n_threads) put(i, x4[i]);
+  } else {
+    for (int64_t c = t; c < cols; c += n_threads) y[row * cols + c] = scale(x[row * cols + c], w[c]);
+  }
+}
+
+// Threads of a norm block: a float4 (or a column) each, in whole warps, 32 to 1024.
+int norm_threads(int64_t cols) {
+  const int64_t per = cols % 4 == 0 ? cols / 4 : cols;
+  return static_cast<int>(std::clamp<int64_t>(ceil_div(per, k_warp) * k_warp, k_warp, 1024));
 }
 
 // The dims a rotation slot p of a head touches: slot p < n_rot/2 is a rotated pair (a, b);
@@ -199,25 +250,30 @@ __global__ void add_bias_kernel(float* y, const float* b, int64_t rows, int64_t 
   if (i < rows * cols) y[i] += b[i % cols];
 }
 
+// Merges partial b into a per (row, head) item with their log-sum-exps: out, out_b
+// [items][head_dim], lse, lse_b [items]. One warp per item, its lanes across head_dim (each
+// output element read twice and written once: 12 * head_dim bytes per item).
+constexpr int k_merge_items = 8;  // warps per block
 __global__ void merge_kernel(float* out, float* lse, const float* out_b, const float* lse_b,
                              int64_t items, int32_t head_dim) {
   pdl_begin();
-  const int64_t it = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t it = static_cast<int64_t>(blockIdx.x) * k_merge_items + threadIdx.x / k_warp;
+  const int lane = static_cast<int>(threadIdx.x % k_warp);
   if (it >= items) return;
   const float a = lse[it], b = lse_b[it];
   if (b == -INFINITY) return;
   float* o = out + it * head_dim;
   const float* ob = out_b + it * head_dim;
   if (a == -INFINITY) {
-    for (int32_t d = 0; d < head_dim; ++d) o[d] = ob[d];
-    lse[it] = b;
+    for (int32_t d = lane; d < head_dim; d += k_warp) o[d] = ob[d];
+    if (lane == 0) lse[it] = b;
     return;
   }
   const float m = fmaxf(a, b);
   const float wa = expf(a - m), wb = expf(b - m);
   const float inv = 1.0f / (wa + wb);
-  for (int32_t d = 0; d < head_dim; ++d) o[d] = (wa * o[d] + wb * ob[d]) * inv;
-  lse[it] = m + logf(wa + wb);
+  for (int32_t d = lane; d < head_dim; d += k_warp) o[d] = (wa * o[d] + wb * ob[d]) * inv;
+  if (lane == 0) lse[it] = m + logf(wa + wb);
 }
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>(ceil_div(n, k_threads)); }
@@ -250,7 +306,7 @@ bool pdl_enabled() {
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols,
                            float eps, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
-  launch_kernel(rmsnorm_kernel, static_cast<unsigned>(rows), k_threads, 0, s, x, w, y, cols, eps);
+  launch_kernel(rmsnorm_kernel, static_cast<unsigned>(rows), norm_threads(cols), 0, s, x, w, y, cols, eps);
   return cudaGetLastError();
 }
 
@@ -335,7 +391,8 @@ cudaError_t launch_add_bias(float* y, const float* b, int64_t rows, int64_t cols
 cudaError_t launch_merge_attention(float* out, float* lse, const float* out_b, const float* lse_b,
                                    int64_t items, int32_t head_dim, cudaStream_t s) {
   if (items <= 0) return cudaSuccess;
-  launch_kernel(merge_kernel, blocks_for(items), k_threads, 0, s, out, lse, out_b, lse_b, items, head_dim);
+  launch_kernel(merge_kernel, static_cast<unsigned>(ceil_div(items, k_merge_items)), k_merge_items * k_warp, 0, s,
+                out, lse, out_b, lse_b, items, head_dim);
   return cudaGetLastError();
 }
 
