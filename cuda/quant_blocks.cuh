@@ -121,6 +121,15 @@ __device__ __forceinline__ float dequant_one(etype type, const wview& w, int64_t
 // gives the chunk's contribution sum_k w[r][k] x[k] in f32.
 
 __device__ __forceinline__ float4 ldx4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+// 16 bytes of weights, which a product reads once: loaded without a place in L1, so that the
+// inputs x, read again by every warp, keep theirs.
+__device__ __forceinline__ uint4 ldw(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
 struct wc_f32 {
   static constexpr bool int16_inputs = false;
   static constexpr int E = 8;
@@ -128,7 +137,7 @@ struct wc_f32 {
   struct xs { float4 a, b; };
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     const uint4* p = reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + c * E * 4);
-    return raw{__ldg(p), __ldg(p + 1)};
+    return raw{ldw(p), ldw(p + 1)};
   }
   static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
     return xs{ldx4(x + c * E), ldx4(x + c * E + 4)};
@@ -152,7 +161,7 @@ struct wc_half {
   struct raw { uint4 a; };
   struct xs { float4 a, b; };
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
-    return raw{__ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + c * E * 2))};
+    return raw{ldw(reinterpret_cast<const uint4*>(w.p0 + r * w.s0 + c * E * 2))};
   }
   static __device__ __forceinline__ xs load_x(const float* x, int64_t c) {
     return xs{ldx4(x + c * E), ldx4(x + c * E + 4)};
@@ -229,7 +238,7 @@ struct wi_q8_0 {
   using xs = xi16<2>;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     raw v;
-    v.q = __ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0) + c);
+    v.q = ldw(reinterpret_cast<const uint4*>(w.p0 + r * w.s0) + c);
     v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c / 2);
     return v;
   }
@@ -258,7 +267,7 @@ struct wi_q4_0 {
   using xs = xi16<4>;
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     raw v;
-    v.q = __ldg(reinterpret_cast<const uint4*>(w.p0 + r * w.s0) + c);
+    v.q = ldw(reinterpret_cast<const uint4*>(w.p0 + r * w.s0) + c);
     v.d = __ldg(reinterpret_cast<const unsigned short*>(w.p1 + r * w.s1) + c);
     return v;
   }
@@ -290,8 +299,8 @@ struct wi_q4_k {
   static __device__ __forceinline__ raw fetch(const wview& w, int64_t r, int64_t c) {
     const uint8_t* blk = w.p0 + r * w.s0 + (c / 8) * 144;
     raw v;
-    v.head = __ldg(reinterpret_cast<const uint4*>(blk));
-    v.q = __ldg(reinterpret_cast<const uint4*>(blk + 16) + c % 8);
+    v.head = ldw(reinterpret_cast<const uint4*>(blk));
+    v.q = ldw(reinterpret_cast<const uint4*>(blk + 16) + c % 8);
     return v;
   }
   static __device__ __forceinline__ xs load_x(const int16_t* xq, const float* xd, int64_t c) {
