@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing sa needs on Debian 12 / Ubuntu (run as root or via sudo).
 # The Vulkan packages build the Vulkan backend and run its tests on Mesa's lavapipe (a CPU
-# Vulkan driver) under the validation layer.
+# Vulkan driver) under the validation layer; cargo, bindgen and Mono build and test the Rust and
+# C# bindings (bindings/).
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -10,4 +11,5 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git \
   libgtest-dev libcxxopts-dev libstb-dev libsqlite3-dev wamerican \
-  libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers >/dev/null
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers \
+  cargo rustc rust-clippy bindgen mono-devel >/dev/null
