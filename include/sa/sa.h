@@ -585,6 +585,45 @@ typedef struct sa_stats {
 ** are filled. Returns SA_OK, SA_ERR_MISUSE, SA_ERR_INVALID_ARG. */
 SA_API sa_status sa_session_stats(const sa_session *session, sa_stats *out);
 
+/*
+** sa_session_memory_positions — which tokens the session's KV memory holds: the positions whose
+** keys and values it keeps in one layer for one KV head, ascending and unique. A position is an
+** index into the token history (the array of sa_session_tokens(); 0 = the first token appended).
+**
+** [in]  layer      a layer in [0, n_layers), or -1 for the union over every layer.
+** [in]  kv_head    a KV head in [0, n_kv_heads), or -1 for the union over the KV heads (of every
+**                  layer, with layer -1).
+** [out] positions  room for capacity positions; may be NULL when capacity is 0 (NULL with a
+**                  capacity: SA_ERR_INVALID_ARG).
+** [out] out_count  receives the number of positions; not NULL.
+**
+** What each memory holds:
+**   SA_MEMORY_DENSE      every position of the history, 0 .. n_tokens - 1, in every layer and
+**                        KV head. Query-aware sparsity chooses what a step attends to but
+**                        evicts nothing: a sparse session still holds every position.
+**   SA_MEMORY_STREAMING  the n_sinks first positions and the newest cache_tokens - n_sinks
+**                        (every position until more than cache_tokens were appended), the
+**                        same in every layer and KV head.
+**   SA_MEMORY_CASCADE    the sinks and the positions the sub-caches kept, which differ between
+**                        layers and, unless cascade_homogeneous, between KV heads.
+** ^For one layer and one KV head *out_count equals sa_stats.n_kv_tokens. The answer comes from
+** bookkeeping the library keeps on the host, on every backend: no K/V is read from a device.
+** A session resumed with sa_session_resume() reports the positions the saved session held.
+** From inside sa_prefill's progress callback it reports the memory after the chunks done so
+** far, whose positions run past sa_session_tokens()' count until that call succeeds.
+**
+** Returns SA_OK; SA_ERR_BUFFER_TOO_SMALL when capacity < *out_count (nothing useful is written,
+** call again with a larger buffer); SA_ERR_INVALID_ARG (layer or kv_head out of range: the
+** message names the value and the range; out_count NULL; positions NULL with a capacity);
+** SA_ERR_MISUSE (NULL or destroyed session); SA_ERR_BACKEND (the session is unusable after a
+** failed step). On every error but SA_ERR_BUFFER_TOO_SMALL, *out_count is 0 (when not NULL).
+** Threading: the session's thread, as the other reading calls (also from its progress
+** callback). Ownership: the caller owns positions; nothing is kept after the call.
+*/
+SA_API sa_status sa_session_memory_positions(const sa_session *session, int32_t layer,
+                                             int32_t kv_head, uint64_t *positions,
+                                             size_t capacity, size_t *out_count);
+
 /* What one (layer, query head) did in the last decode step. */
 typedef struct sa_head_stat {
   int32_t layer, head;

@@ -1,4 +1,7 @@
 // sa_session_*, sa_prefill, sa_sample, sa_decode_step.
+#include <algorithm>
+#include <vector>
+
 #include "api/handles.h"
 
 using sa::api::guarded;
@@ -298,6 +301,23 @@ sa_status sa_session_stats(const sa_session* session, sa_stats* out) {
     o.prr_missed_pages = st.prr_missed_pages;
     o.prr_calibration_ms = st.prr_calibration_ms;
     sa::api::write_info(out, o, "sa_stats");
+  });
+}
+
+sa_status sa_session_memory_positions(const sa_session* session, int32_t layer, int32_t kv_head,
+                                      uint64_t* positions, size_t capacity, size_t* out_count) {
+  if (out_count) *out_count = 0;
+  return on_session(const_cast<sa_session*>(session), [&](sa::session& s) {
+    if (!out_count) sa::fail(SA_ERR_INVALID_ARG, "out_count is NULL");
+    if (!positions && capacity > 0)
+      sa::fail(SA_ERR_INVALID_ARG, "positions is NULL but capacity is %zu", capacity);
+    std::vector<uint64_t> held;
+    s.memory_positions(layer, kv_head, held);
+    *out_count = held.size();
+    if (capacity < held.size())
+      sa::fail(SA_ERR_BUFFER_TOO_SMALL, "%zu positions do not fit in a buffer of %zu", held.size(),
+               capacity);
+    std::copy(held.begin(), held.end(), positions);
   });
 }
 

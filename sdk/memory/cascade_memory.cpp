@@ -1,5 +1,6 @@
 #include "memory/cascade_memory.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -153,6 +154,25 @@ memory_stats cascade_memory::stats() const {
   const uint64_t layers = static_cast<uint64_t>(hp_.n_layers);
   return {held, held * bytes_per_row_ * layers, static_cast<uint64_t>(rows_) * bytes_per_row_ * layers,
           static_cast<uint64_t>(index_[0].tokens_seen())};
+}
+
+void cascade_memory::held_positions(int32_t layer, int32_t kv_head,
+                                    std::vector<uint64_t>& out) const {
+  out.clear();
+  const int32_t first_layer = layer < 0 ? 0 : layer;
+  const int32_t end_layer = layer < 0 ? hp_.n_layers : layer + 1;
+  const int32_t first_head = kv_head < 0 ? 0 : kv_head;
+  const int32_t end_head = kv_head < 0 ? hp_.n_kv_heads : kv_head + 1;
+  for (int32_t l = first_layer; l < end_layer; ++l) {
+    const cascade_index& idx = index_[static_cast<size_t>(l)];
+    // The ring pointers say which slots are valid, the same for every stream of the layer.
+    const std::vector<int32_t> slots = idx.slots_in_order();
+    for (int32_t s = first_head; s < end_head; ++s)
+      for (int32_t slot : slots) out.push_back(static_cast<uint64_t>(idx.original_index(s, slot)));
+  }
+  // Sorted rather than trusted to arrive in order: unions merge several streams.
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
 std::unique_ptr<kv_memory::snapshot> cascade_memory::save() const {

@@ -47,6 +47,8 @@ class cascade_memory final : public kv_memory {
   void observe(int32_t layer) override;
   void commit() override {}
   memory_stats stats() const override;
+  // The original indices of the valid slots of the layers' indexes (sinks included).
+  void held_positions(int32_t layer, int32_t kv_head, std::vector<uint64_t>& out) const override;
   uint64_t key_bytes() const override { return bytes_per_row_; }
   dtype kv_type() const override { return kv_type_; }
   std::unique_ptr<snapshot> save() const override;

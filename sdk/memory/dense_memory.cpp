@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -107,6 +108,13 @@ memory_stats dense_memory::stats() const {
   const uint64_t per_token = key_bytes_ * static_cast<uint64_t>(hp_.n_layers);
   return {static_cast<uint64_t>(size_), per_token * static_cast<uint64_t>(size_),
           per_token * static_cast<uint64_t>(capacity_), static_cast<uint64_t>(size_)};
+}
+
+void dense_memory::held_positions(int32_t layer, int32_t kv_head, std::vector<uint64_t>& out) const {
+  (void)layer;
+  (void)kv_head;
+  out.resize(static_cast<size_t>(size_));
+  std::iota(out.begin(), out.end(), uint64_t{0});
 }
 
 std::unique_ptr<kv_memory::snapshot> dense_memory::save() const {

@@ -35,6 +35,8 @@ class dense_memory final : public kv_memory {
                 const batch_meta& m) override;
   void commit() override;
   memory_stats stats() const override;
+  // Every slot below size(), in every layer and KV head: slot = position here.
+  void held_positions(int32_t layer, int32_t kv_head, std::vector<uint64_t>& out) const override;
   uint64_t key_bytes() const override { return key_bytes_; }
   dtype kv_type() const override { return kv_type_; }
   std::unique_ptr<snapshot> save() const override;

@@ -85,6 +85,11 @@ class kv_memory {
   virtual void observe(int32_t layer) { (void)layer; }
   virtual void commit() = 0;
   virtual memory_stats stats() const = 0;
+  // The tokens whose K/V layer `layer` holds for KV head `kv_head`, by original index (0 = the
+  // first token appended since the memory was empty), ascending and unique; replaces `out`.
+  // -1 for either is the union over every layer or every KV head; other values are in range
+  // (the caller checks). Host bookkeeping only: never reads K/V from the backend.
+  virtual void held_positions(int32_t layer, int32_t kv_head, std::vector<uint64_t>& out) const = 0;
   // K and V bytes of one key in one layer (all KV heads): what reading a key costs.
   virtual uint64_t key_bytes() const = 0;
   virtual dtype kv_type() const = 0;

@@ -314,6 +314,19 @@ const std::vector<head_stat>& session::head_stats() const {
   return sparse_ ? sparse_->head_stats() : dense_stats_;
 }
 
+void session::memory_positions(int32_t layer, int32_t kv_head, std::vector<uint64_t>& out) const {
+  const hparams& hp = model_->hp();
+  if (layer < -1 || layer >= hp.n_layers)
+    fail(SA_ERR_INVALID_ARG, "layer %d is outside [0, %d) (or -1 for every layer)", layer,
+         hp.n_layers);
+  if (kv_head < -1 || kv_head >= hp.n_kv_heads)
+    fail(SA_ERR_INVALID_ARG, "kv_head %d is outside [0, %d) (or -1 for every KV head)", kv_head,
+         hp.n_kv_heads);
+  // A bounded memory that failed mid-step may have moved some layers' tokens and not others.
+  if (!broken_.empty()) fail(SA_ERR_BACKEND, "%s", broken_.c_str());
+  memory_->held_positions(layer, kv_head, out);
+}
+
 session_stats session::stats() const {
   const memory_stats m = memory_->stats();
   session_stats s;

@@ -94,6 +94,11 @@ class session {
   const device_weights& weights() const { return *weights_; }
   session_stats stats() const;
   const std::vector<head_stat>& head_stats() const;
+  // The positions (indices into tokens()) whose K/V the memory holds in `layer` for `kv_head`,
+  // ascending; -1 for either is the union over every layer or the layer's KV heads. Throws
+  // SA_ERR_INVALID_ARG naming a value out of range, SA_ERR_BACKEND when the session is unusable.
+  // Inside a prefill (its progress callback) they include the chunks done so far.
+  void memory_positions(int32_t layer, int32_t kv_head, std::vector<uint64_t>& out) const;
 
  private:
   void check_tokens(std::span<const int32_t> tokens) const;

@@ -30,7 +30,8 @@ int main(int argc, char **argv) {
   sa_model_desc desc;
   sa_stats stats;
   int32_t tokens[64];
-  size_t n = 0, len = 0;
+  uint64_t positions[80];
+  size_t n = 0, len = 0, count = 0;
   int32_t tok = -1;
   int calls = 0, i;
   const char *junk_path = "abi_c99_junk.gguf";
@@ -118,6 +119,13 @@ int main(int argc, char **argv) {
   stats.struct_size = sizeof stats;
   CHECK(sa_session_stats(session, &stats) == SA_OK);
   CHECK(stats.n_tokens == n + 4 && stats.kv_bytes_held > 0);
+  /* The dense memory holds every position of the history, in order. */
+  CHECK(sa_session_memory_positions(session, 0, 0, NULL, 0, &count) == SA_ERR_BUFFER_TOO_SMALL);
+  CHECK(count == n + 4);
+  CHECK(sa_session_memory_positions(session, -1, -1, positions, 80, &count) == SA_OK);
+  CHECK(count == n + 4 && positions[0] == 0 && positions[count - 1] == count - 1);
+  CHECK(sa_session_memory_positions(session, desc.n_layers, 0, positions, 80, &count) ==
+        SA_ERR_INVALID_ARG);
 
   sa_session_destroy(session);
   CHECK(sa_decode_step(session, 0, &tok) == SA_ERR_MISUSE);

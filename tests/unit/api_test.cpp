@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -623,6 +627,261 @@ TEST_F(api, stats_count_kv_bytes) {
   EXPECT_EQ(st.kv_bytes_read_last_step, per_token * (t.size() + 1));  // dense: all of them
   EXPECT_EQ(st.last_call_tokens, 1u);
   sa_session_destroy(s);
+}
+
+// ---- sa_session_memory_positions ------------------------------------------------------------
+
+// The positions a session's memory holds for (layer, kv_head), asked for by size first.
+std::vector<uint64_t> positions_of(const sa_session* s, int32_t layer, int32_t kv_head) {
+  size_t n = 0;
+  const sa_status st = sa_session_memory_positions(s, layer, kv_head, nullptr, 0, &n);
+  EXPECT_TRUE(st == SA_OK || st == SA_ERR_BUFFER_TOO_SMALL) << sa_last_error();
+  std::vector<uint64_t> p(n);
+  EXPECT_EQ(sa_session_memory_positions(s, layer, kv_head, p.data(), p.size(), &n), SA_OK)
+      << sa_last_error();
+  EXPECT_EQ(n, p.size());
+  return p;
+}
+
+std::vector<uint64_t> iota_positions(uint64_t first, uint64_t end) {
+  std::vector<uint64_t> v(static_cast<size_t>(end - first));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+uint64_t kv_tokens_of(const sa_session* s) {
+  sa_stats st{};
+  st.struct_size = sizeof st;
+  EXPECT_EQ(sa_session_stats(s, &st), SA_OK);
+  return st.n_kv_tokens;
+}
+
+// The tiny model has 2 layers of 2 KV heads: every (layer, kv_head) pair, unions included.
+constexpr int32_t k_layers = 2, k_kv_heads = 2;
+
+TEST_F(api, memory_positions_of_a_dense_session_are_its_whole_history) {
+  sa_session* s = make_session();
+  EXPECT_TRUE(positions_of(s, -1, -1).empty());  // nothing appended yet
+  const std::vector<int32_t> t = sa_test::token_stream(20, 7);
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_decode_step(s, 104, nullptr), SA_OK);
+  for (int32_t layer = -1; layer < k_layers; ++layer)
+    for (int32_t head = -1; head < k_kv_heads; ++head)
+      EXPECT_EQ(positions_of(s, layer, head), iota_positions(0, 21)) << layer << " " << head;
+  EXPECT_EQ(kv_tokens_of(s), 21u);
+  ASSERT_EQ(sa_session_reset(s), SA_OK);
+  EXPECT_TRUE(positions_of(s, 0, 0).empty());
+  sa_session_destroy(s);
+
+  // Query-aware sparsity selects what a step reads; the memory still holds every token.
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CPU;
+  p.n_threads = 2;
+  p.memory = SA_MEMORY_FULL;
+  p.sparse = SA_SPARSE_QUEST;
+  p.page_size = 4;
+  p.budget_tokens = 8;
+  p.dense_layers = 0;
+  sa_session* sparse = nullptr;
+  ASSERT_EQ(sa_session_create(model_, &p, &sparse), SA_OK) << sa_last_error();
+  const std::vector<int32_t> u = sa_test::token_stream(45, 8);
+  ASSERT_EQ(sa_prefill(sparse, u.data(), 40, nullptr, nullptr), SA_OK);
+  for (size_t i = 40; i < u.size(); ++i) ASSERT_EQ(sa_decode_step(sparse, u[i], nullptr), SA_OK);
+  sa_stats st{};
+  st.struct_size = sizeof st;
+  ASSERT_EQ(sa_session_stats(sparse, &st), SA_OK);
+  EXPECT_LT(st.sparse_keys_attended, st.sparse_keys_total);  // the last step did run sparse
+  for (int32_t layer = -1; layer < k_layers; ++layer)
+    for (int32_t head = -1; head < k_kv_heads; ++head)
+      EXPECT_EQ(positions_of(sparse, layer, head), iota_positions(0, 45)) << layer << " " << head;
+  sa_session_destroy(sparse);
+}
+
+sa_session_params bounded_params(int32_t memory, int32_t sinks, int32_t cache, int32_t cascades,
+                                 int32_t n_batch) {
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CPU;
+  p.n_threads = 2;
+  p.memory = memory;
+  p.n_sinks = sinks;
+  p.cache_tokens = cache;
+  p.n_cascades = cascades;
+  p.n_batch = n_batch;
+  return p;
+}
+
+TEST_F(api, memory_positions_of_a_streaming_session_are_the_sinks_and_the_newest_window) {
+  // 4 sinks and a window of 8, strided prefill of 5: after 30 + 3 tokens it holds 0..3, 25..32.
+  const sa_session_params p = bounded_params(SA_MEMORY_STREAMING, 4, 12, 1, 5);
+  sa_session* s = nullptr;
+  ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+  const std::vector<int32_t> t = sa_test::token_stream(33, 9);
+  ASSERT_EQ(sa_prefill(s, t.data(), 10, nullptr, nullptr), SA_OK);
+  EXPECT_EQ(positions_of(s, -1, -1), iota_positions(0, 10));  // not full yet: all of them
+  ASSERT_EQ(sa_prefill(s, t.data() + 10, 20, nullptr, nullptr), SA_OK);
+  for (size_t i = 30; i < t.size(); ++i) ASSERT_EQ(sa_decode_step(s, t[i], nullptr), SA_OK);
+  std::vector<uint64_t> want = iota_positions(0, 4);
+  const std::vector<uint64_t> window = iota_positions(25, 33);
+  want.insert(want.end(), window.begin(), window.end());
+  for (int32_t layer = -1; layer < k_layers; ++layer)
+    for (int32_t head = -1; head < k_kv_heads; ++head)
+      EXPECT_EQ(positions_of(s, layer, head), want) << layer << " " << head;
+  EXPECT_EQ(kv_tokens_of(s), want.size());
+  sa_session_destroy(s);
+}
+
+TEST_F(api, memory_positions_of_a_cascade_session_are_each_heads_own_and_unions_merge_them) {
+  // 4 sinks and 3 sub-caches of 6: 104 tokens pass through 22 slots per layer and KV head.
+  const sa_session_params p = bounded_params(SA_MEMORY_CASCADE, 4, 4 + 3 * 6, 3, 8);
+  sa_session* s = nullptr;
+  ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+  const std::vector<int32_t> t = sa_test::token_stream(104, 10);
+  ASSERT_EQ(sa_prefill(s, t.data(), 100, nullptr, nullptr), SA_OK);
+  for (size_t i = 100; i < t.size(); ++i) ASSERT_EQ(sa_decode_step(s, t[i], nullptr), SA_OK);
+  const uint64_t held = kv_tokens_of(s);
+  ASSERT_EQ(held, 22u);
+  std::set<uint64_t> every;
+  std::vector<std::set<uint64_t>> per_head(k_kv_heads);
+  for (int32_t layer = 0; layer < k_layers; ++layer) {
+    std::set<uint64_t> layer_union;
+    for (int32_t head = 0; head < k_kv_heads; ++head) {
+      const std::vector<uint64_t> got = positions_of(s, layer, head);
+      EXPECT_EQ(got.size(), held) << layer << " " << head;  // one stream holds n_kv_tokens
+      EXPECT_TRUE(std::adjacent_find(got.begin(), got.end(), std::greater_equal<uint64_t>()) ==
+                  got.end())
+          << "not ascending and unique";
+      ASSERT_GE(got.size(), 5u);
+      EXPECT_EQ(std::vector<uint64_t>(got.begin(), got.begin() + 4), iota_positions(0, 4));  // sinks
+      EXPECT_EQ(got.back(), t.size() - 1);  // the newest token always enters
+      layer_union.insert(got.begin(), got.end());
+      per_head[static_cast<size_t>(head)].insert(got.begin(), got.end());
+    }
+    EXPECT_EQ(positions_of(s, layer, -1), std::vector<uint64_t>(layer_union.begin(), layer_union.end()));
+    every.insert(layer_union.begin(), layer_union.end());
+  }
+  for (int32_t head = 0; head < k_kv_heads; ++head)
+    EXPECT_EQ(positions_of(s, -1, head), std::vector<uint64_t>(per_head[static_cast<size_t>(head)].begin(),
+                                                               per_head[static_cast<size_t>(head)].end()));
+  EXPECT_EQ(positions_of(s, -1, -1), std::vector<uint64_t>(every.begin(), every.end()));
+  // Selection by attention keeps different tokens in different streams here.
+  EXPECT_GT(every.size(), held);
+  sa_session_destroy(s);
+}
+
+TEST_F(api, memory_positions_refuse_bad_arguments_and_report_the_size_needed) {
+  sa_session* s = make_session();
+  const std::vector<int32_t> t = sa_test::token_stream(5, 11);
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
+  uint64_t buf[8];
+  size_t n = 99;
+  EXPECT_EQ(sa_session_memory_positions(nullptr, 0, 0, buf, 8, &n), SA_ERR_MISUSE);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(sa_session_memory_positions(s, 0, 0, buf, 8, nullptr), SA_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(sa_session_errmsg(s)).find("out_count"), std::string::npos) << sa_session_errmsg(s);
+  n = 99;
+  EXPECT_EQ(sa_session_memory_positions(s, 0, 0, nullptr, 8, &n), SA_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(sa_last_error()).find("positions is NULL but capacity is 8"), std::string::npos)
+      << sa_last_error();
+  EXPECT_EQ(n, 0u);
+  for (int32_t layer : {2, -2, INT32_MIN, INT32_MAX}) {
+    n = 99;
+    EXPECT_EQ(sa_session_memory_positions(s, layer, 0, buf, 8, &n), SA_ERR_INVALID_ARG) << layer;
+    EXPECT_EQ(n, 0u);
+    const std::string msg = sa_session_errmsg(s);
+    EXPECT_NE(msg.find("layer " + std::to_string(layer)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[0, 2)"), std::string::npos) << msg;
+  }
+  for (int32_t head : {2, -2, 1000}) {
+    EXPECT_EQ(sa_session_memory_positions(s, 0, head, buf, 8, &n), SA_ERR_INVALID_ARG) << head;
+    const std::string msg = sa_last_error();
+    EXPECT_NE(msg.find("kv_head " + std::to_string(head)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[0, 2)"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(sa_session_memory_positions(s, -1, 2, buf, 8, &n), SA_ERR_INVALID_ARG);  // also in a union
+  // Too small, or no buffer: the count comes back; an exact fit works.
+  EXPECT_EQ(sa_session_memory_positions(s, 0, 0, nullptr, 0, &n), SA_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(n, 5u);
+  n = 0;
+  EXPECT_EQ(sa_session_memory_positions(s, 1, 1, buf, 4, &n), SA_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(n, 5u);
+  EXPECT_NE(std::string(sa_last_error()).find("5 positions"), std::string::npos) << sa_last_error();
+  EXPECT_EQ(sa_session_memory_positions(s, 1, 1, buf, 5, &n), SA_OK);
+  EXPECT_EQ(std::vector<uint64_t>(buf, buf + n), iota_positions(0, 5));
+  // The refused calls changed nothing.
+  const int32_t* hist = nullptr;
+  size_t n_hist = 0;
+  ASSERT_EQ(sa_session_tokens(s, &hist, &n_hist), SA_OK);
+  EXPECT_EQ(n_hist, 5u);
+  // An empty memory: no positions, no buffer needed.
+  ASSERT_EQ(sa_session_reset(s), SA_OK);
+  EXPECT_EQ(sa_session_memory_positions(s, -1, -1, nullptr, 0, &n), SA_OK);
+  EXPECT_EQ(n, 0u);
+  sa_session_destroy(s);
+  EXPECT_EQ(sa_session_memory_positions(s, 0, 0, buf, 8, &n), SA_ERR_MISUSE);  // destroyed
+  EXPECT_NE(std::string(sa_last_error()).find("destroyed"), std::string::npos) << sa_last_error();
+}
+
+// Counts of positions the memory held at each progress callback of a prefill.
+struct positions_during_prefill {
+  sa_session* s = nullptr;
+  std::vector<size_t> counts;
+};
+
+int32_t count_positions(size_t, size_t, void* user) {
+  auto* r = static_cast<positions_during_prefill*>(user);
+  size_t n = 0;
+  const sa_status st = sa_session_memory_positions(r->s, 0, 0, nullptr, 0, &n);
+  r->counts.push_back(st == SA_OK || st == SA_ERR_BUFFER_TOO_SMALL ? n : SIZE_MAX);
+  return 0;
+}
+
+TEST_F(api, memory_positions_from_a_progress_callback_include_the_chunks_done) {
+  positions_during_prefill r;
+  r.s = make_session(0, 2);
+  const std::vector<int32_t> t = sa_test::token_stream(9, 12);
+  ASSERT_EQ(sa_prefill(r.s, t.data(), 3, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_prefill(r.s, t.data() + 3, 6, count_positions, &r), SA_OK);
+  EXPECT_EQ(r.counts, (std::vector<size_t>{5, 7, 9}));
+  EXPECT_EQ(positions_of(r.s, -1, -1), iota_positions(0, 9));
+  sa_session_destroy(r.s);
+}
+
+TEST_F(api, memory_positions_of_a_resumed_session_are_the_saved_sessions) {
+  const std::string db = sa_test::temp_path("positions.db");
+  const struct {
+    const char* id;
+    int32_t memory, cascades;
+  } cases[] = {{"dense", SA_MEMORY_DENSE, 1}, {"streaming", SA_MEMORY_STREAMING, 1},
+               {"cascade", SA_MEMORY_CASCADE, 3}};
+  const std::vector<int32_t> t = sa_test::token_stream(55, 13);
+  for (const auto& c : cases) {
+    sa_session_params p = bounded_params(c.memory, 4, 4 + 3 * 6, c.cascades, 8);
+    p.store_path = db.c_str();
+    p.session_id = c.id;
+    sa_session* s = nullptr;
+    ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+    ASSERT_EQ(sa_prefill(s, t.data(), 50, nullptr, nullptr), SA_OK);
+    for (size_t i = 50; i < 53; ++i) ASSERT_EQ(sa_decode_step(s, t[i], nullptr), SA_OK);
+    ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+    sa_session* r = nullptr;
+    ASSERT_EQ(sa_session_resume(model_, &p, &r), SA_OK) << sa_last_error();
+    // The same positions now, and after both take the same next tokens.
+    for (size_t step = 53; step <= t.size(); ++step) {
+      for (int32_t layer = -1; layer < k_layers; ++layer)
+        for (int32_t head = -1; head < k_kv_heads; ++head)
+          EXPECT_EQ(positions_of(r, layer, head), positions_of(s, layer, head))
+              << c.id << " after " << step << " tokens, layer " << layer << " head " << head;
+      if (step == t.size()) break;
+      ASSERT_EQ(sa_decode_step(s, t[step], nullptr), SA_OK);
+      ASSERT_EQ(sa_decode_step(r, t[step], nullptr), SA_OK);
+    }
+    EXPECT_EQ(positions_of(r, 0, 0).size(), c.memory == SA_MEMORY_DENSE ? t.size() : 22u) << c.id;
+    sa_session_destroy(r);
+    sa_session_destroy(s);
+  }
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((db + suffix).c_str());
 }
 
 TEST(api_static, version_and_strings) {

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
+#include <set>
 #include <vector>
 
+#include "backends.h"
 #include "core/error.h"
 #include "gguf/gguf_reader.h"
 #include "reference_forward.h"
@@ -274,5 +277,130 @@ TEST(cascade_memory, scores_follow_the_reference_attention) {
     }
   }
 }
+
+}  // namespace
+
+namespace {
+
+// ---- held positions: which tokens each layer and KV head keeps -------------------------------
+
+std::vector<uint64_t> held(const sa::session& s, int32_t layer, int32_t kv_head) {
+  std::vector<uint64_t> out;
+  s.memory_positions(layer, kv_head, out);
+  return out;
+}
+
+// Without token selection the cascade's decisions follow from its acceptance schedule alone, so
+// a bare index pushed the same chunks (with the all-zero scores that make every comparison a
+// tie) predicts the tokens of every layer and KV head.
+TEST(held_positions, a_cascade_without_selection_holds_what_its_schedule_keeps) {
+  const auto m = tiny();
+  const int32_t ns = 4, w = 6, c = 3, stride = 8;
+  auto cfg = bounded(sa::memory_kind::cascade, ns, ns + c * w, c, stride);
+  cfg.reduction = sa::cascade_reduction::none;
+  sa::session s(m, cfg);
+  const std::vector<int32_t> tokens = stream(120, 6);
+  s.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + 113), nullptr);
+  for (size_t i = 113; i < tokens.size(); ++i) s.decode(tokens[i]);
+
+  sa::cascade_config ic;
+  ic.n_sinks = ns;
+  ic.n_cascades = c;
+  ic.window = w;
+  const int32_t kv = m->hp().n_kv_heads;
+  sa::cascade_index bare(ic, kv);
+  std::vector<sa::cascade_index::move> moves;
+  auto push = [&](int32_t n) {
+    const std::vector<float> zeros(static_cast<size_t>(kv * n), 0.0f);
+    bare.push(n, zeros.data(), moves);
+  };
+  for (int32_t done = 0; done < 113; done += stride) push(std::min(stride, 113 - done));
+  for (size_t i = 113; i < tokens.size(); ++i) push(1);
+
+  std::set<uint64_t> every;
+  for (int32_t h = 0; h < kv; ++h) {
+    std::vector<uint64_t> want;
+    for (int32_t slot = 0; slot < bare.n_slots(); ++slot)
+      if (bare.valid(slot)) want.push_back(static_cast<uint64_t>(bare.original_index(h, slot)));
+    std::sort(want.begin(), want.end());
+    ASSERT_EQ(want.size(), static_cast<size_t>(ns + c * w));
+    for (int32_t layer = 0; layer < m->hp().n_layers; ++layer)
+      EXPECT_EQ(held(s, layer, h), want) << "layer " << layer << " kv head " << h;
+    EXPECT_EQ(held(s, -1, h), want);
+    every.insert(want.begin(), want.end());
+  }
+  EXPECT_EQ(held(s, -1, -1), std::vector<uint64_t>(every.begin(), every.end()));
+}
+
+// With selection every stream keeps its own tokens: the positions are the original indices of
+// the valid slots of the layer's index, n_kv_tokens of them, sinks and the newest token among
+// them; a union is the set union of its parts.
+TEST(held_positions, a_selecting_cascade_reports_the_valid_slots_of_each_stream) {
+  const auto m = tiny();
+  const int32_t ns = 4, w = 8, c = 4;
+  sa::session s(m, bounded(sa::memory_kind::cascade, ns, ns + c * w, c, 16));
+  const std::vector<int32_t> tokens = stream(300, 7);
+  s.prefill(std::vector<int32_t>(tokens.begin(), tokens.end() - 4), nullptr);
+  for (size_t i = tokens.size() - 4; i < tokens.size(); ++i) s.decode(tokens[i]);
+  const auto& mem = static_cast<const sa::cascade_memory&>(s.memory());
+  const uint64_t kv_tokens = s.stats().n_kv_tokens;
+  std::set<uint64_t> every;
+  for (int32_t layer = 0; layer < m->hp().n_layers; ++layer) {
+    const sa::cascade_index& idx = mem.index(layer);
+    std::set<uint64_t> layer_union;
+    for (int32_t h = 0; h < m->hp().n_kv_heads; ++h) {
+      std::vector<uint64_t> want;
+      for (int32_t slot = 0; slot < idx.n_slots(); ++slot)
+        if (idx.valid(slot)) want.push_back(static_cast<uint64_t>(idx.original_index(h, slot)));
+      std::sort(want.begin(), want.end());
+      const std::vector<uint64_t> got = held(s, layer, h);
+      EXPECT_EQ(got, want) << "layer " << layer << " kv head " << h;
+      EXPECT_EQ(got.size(), kv_tokens);
+      for (uint64_t sink = 0; sink < static_cast<uint64_t>(ns); ++sink)
+        EXPECT_TRUE(std::binary_search(got.begin(), got.end(), sink)) << sink;
+      EXPECT_EQ(got.back(), tokens.size() - 1);
+      layer_union.insert(got.begin(), got.end());
+    }
+    EXPECT_EQ(held(s, layer, -1), std::vector<uint64_t>(layer_union.begin(), layer_union.end()));
+    every.insert(layer_union.begin(), layer_union.end());
+  }
+  EXPECT_EQ(held(s, -1, -1), std::vector<uint64_t>(every.begin(), every.end()));
+  EXPECT_THROW(held(s, m->hp().n_layers, 0), sa::error);
+  EXPECT_THROW(held(s, 0, -2), sa::error);
+}
+
+// The positions are host bookkeeping: on every backend the dense memory holds the whole history
+// and the streaming memory its sinks and newest window, whatever the device keeps.
+class held_positions_on : public ::testing::TestWithParam<sa::backend_kind> {};
+
+TEST_P(held_positions_on, a_device_reports_the_positions_the_schedule_gives) {
+  SA_SKIP_WITHOUT_DEVICE(GetParam());
+  const auto m = tiny();
+  const std::vector<int32_t> tokens = stream(40, 8);
+  sa::session_config dc;
+  dc.backend = GetParam();
+  dc.n_threads = 2;
+  dc.n_batch = 16;
+  sa::session dense(m, dc);
+  dense.prefill(std::vector<int32_t>(tokens.begin(), tokens.end() - 2), nullptr);
+  for (size_t i = tokens.size() - 2; i < tokens.size(); ++i) dense.decode(tokens[i]);
+  std::vector<uint64_t> all(tokens.size());
+  std::iota(all.begin(), all.end(), uint64_t{0});
+  for (int32_t layer = -1; layer < m->hp().n_layers; ++layer)
+    for (int32_t h = -1; h < m->hp().n_kv_heads; ++h) EXPECT_EQ(held(dense, layer, h), all);
+
+  auto sc = bounded(sa::memory_kind::streaming, 4, 4 + 12, 1, 5);
+  sc.backend = GetParam();
+  sa::session streaming(m, sc);
+  streaming.prefill(std::vector<int32_t>(tokens.begin(), tokens.end() - 2), nullptr);
+  for (size_t i = tokens.size() - 2; i < tokens.size(); ++i) streaming.decode(tokens[i]);
+  std::vector<uint64_t> want = {0, 1, 2, 3};
+  for (uint64_t p = tokens.size() - 12; p < tokens.size(); ++p) want.push_back(p);
+  for (int32_t layer = -1; layer < m->hp().n_layers; ++layer)
+    for (int32_t h = -1; h < m->hp().n_kv_heads; ++h) EXPECT_EQ(held(streaming, layer, h), want);
+}
+
+INSTANTIATE_TEST_SUITE_P(backends, held_positions_on, ::testing::ValuesIn(sa_test::compiled_backends()),
+                         sa_test::backend_name());
 
 }  // namespace

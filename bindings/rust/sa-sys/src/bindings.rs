@@ -1698,6 +1698,16 @@ fn bindgen_test_layout_sa_stats() {
 extern "C" {
     pub fn sa_session_stats(session: *const sa_session, out: *mut sa_stats) -> sa_status;
 }
+extern "C" {
+    pub fn sa_session_memory_positions(
+        session: *const sa_session,
+        layer: i32,
+        kv_head: i32,
+        positions: *mut u64,
+        capacity: usize,
+        out_count: *mut usize,
+    ) -> sa_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct sa_head_stat {
