@@ -214,6 +214,8 @@ namespace Sa
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sa_session_stats(IntPtr session, ref Stats stats);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sa_session_memory_positions(IntPtr session, int layer, int kvHead, [Out] ulong[] positions, UIntPtr capacity, out UIntPtr n);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sa_session_head_stats(IntPtr session, [Out] HeadStat[] stats, UIntPtr capacity, out UIntPtr n);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sa_session_save(IntPtr session);

@@ -396,6 +396,26 @@ namespace Sa
             return new SessionStats(s);
         }
 
+        /// <summary>The history positions whose K/V the memory holds, ascending, for one layer
+        /// and KV head; -1 for the union over layers or heads (sa_session_memory_positions).
+        /// Dense memory holds every position; streaming and cascade what they have not evicted.</summary>
+        /// <exception cref="SaException">InvalidArgument: layer or kvHead out of range.</exception>
+        public ulong[] GetMemoryPositions(int layer = -1, int kvHead = -1)
+        {
+            lock (sync)
+                using (HandleLease l = Lease())
+                {
+                    UIntPtr n;
+                    int status = NativeMethods.sa_session_memory_positions(l.Pointer, layer, kvHead, null, UIntPtr.Zero, out n);
+                    if (status != 0 && status != (int)SaStatus.BufferTooSmall) throw Error(l.Pointer, status);
+                    ulong[] positions = new ulong[(int)n.ToUInt64()];
+                    if (positions.Length == 0) return positions;
+                    status = NativeMethods.sa_session_memory_positions(l.Pointer, layer, kvHead, positions, (UIntPtr)(ulong)positions.Length, out n);
+                    if (status != 0) throw Error(l.Pointer, status);
+                    return positions;
+                }
+        }
+
         /// <summary>Per (layer, query head) figures of the last decode step, layer-major; empty
         /// before the first decode step and after a prefill.</summary>
         public HeadStat[] GetHeadStats()

@@ -195,6 +195,7 @@ namespace Sa.Tests
             Run("sessions on several threads", TestThreads);
             Run("save, resume in a second process, list, delete", TestStore);
             Run("stats and head stats", TestStats);
+            Run("memory positions", TestMemoryPositions);
             Run("finalizers", TestFinalizers);
 
             model.Dispose();
@@ -694,6 +695,40 @@ namespace Sa.Tests
         }
 
         static string Quote(string s) { return "\"" + s.Replace("\"", "\\\"") + "\""; }
+
+        static void TestMemoryPositions()
+        {
+            using (Session dense = model.CreateSession(new SessionOptions { ContextSize = 512 }))
+            {
+                dense.Prefill(refPrompt);
+                ulong[] all = dense.GetMemoryPositions();
+                Equal(refPrompt.Length, all.Length, "dense holds every position");
+                for (int i = 0; i < all.Length; i++) Equal((ulong)i, all[i], "dense position " + i);
+            }
+            // 4 sinks and a cache of 12 after more tokens than that: the first 4 and the newest 8.
+            int[] longer = refPrompt.Concat(refPrompt).Concat(refPrompt).ToArray();
+            Check(longer.Length > 12, "the prompt overflows the window");
+            SessionOptions o = new SessionOptions { Memory = MemoryKind.Streaming, Sinks = 4, CacheTokens = 12 };
+            using (Session s = model.CreateSession(o))
+            {
+                s.Prefill(longer);
+                ulong[] held = s.GetMemoryPositions(0, 0);
+                ulong[] expected = Enumerable.Range(0, 4).Select(i => (ulong)i)
+                    .Concat(Enumerable.Range(longer.Length - 8, 8).Select(i => (ulong)i)).ToArray();
+                Check(held.SequenceEqual(expected), "streaming holds its sinks and window: " + string.Join(",", held));
+                Equal(s.GetStats().KvTokenCount, (ulong)held.Length, "count equals n_kv_tokens");
+                Check(s.GetMemoryPositions().SequenceEqual(expected), "the union is the same");
+                try
+                {
+                    s.GetMemoryPositions(model.Info.LayerCount, -1);
+                    Check(false, "an out-of-range layer throws");
+                }
+                catch (SaException e)
+                {
+                    Equal(SaStatus.InvalidArgument, e.Status, "out-of-range layer status");
+                }
+            }
+        }
 
         static void TestStats()
         {

@@ -318,6 +318,43 @@ impl Session {
             .map(drop)
     }
 
+    /// The history positions whose K/V the memory holds, ascending, for one layer and KV head;
+    /// `None` for the union over layers or heads (`sa_session_memory_positions`). Dense memory
+    /// holds every position; streaming and cascade memories what they have not evicted.
+    pub fn memory_positions(&self, layer: Option<u32>, kv_head: Option<u32>) -> Result<Vec<u64>> {
+        let layer = layer.map_or(-1, |l| l.min(i32::MAX as u32) as i32);
+        let kv_head = kv_head.map_or(-1, |h| h.min(i32::MAX as u32) as i32);
+        let mut count = 0usize;
+        // SAFETY: live session; a NULL buffer with capacity 0 asks for the count.
+        let st = unsafe {
+            sys::sa_session_memory_positions(
+                self.ptr.as_ptr(),
+                layer,
+                kv_head,
+                ptr::null_mut(),
+                0,
+                &mut count,
+            )
+        };
+        if st != sys::SA_ERR_BUFFER_TOO_SMALL {
+            self.check(st)?;
+        }
+        let mut out = vec![0u64; count];
+        // SAFETY: live session; out has room for count positions.
+        self.check(unsafe {
+            sys::sa_session_memory_positions(
+                self.ptr.as_ptr(),
+                layer,
+                kv_head,
+                out.as_mut_ptr(),
+                out.len(),
+                &mut count,
+            )
+        })?;
+        out.truncate(count);
+        Ok(out)
+    }
+
     /// The session's counters (`sa_session_stats`).
     pub fn stats(&self) -> Result<Stats> {
         // SAFETY: plain data; zeroes are valid.
