@@ -2,7 +2,8 @@
 # Installs what building and testing sa needs on Debian 12 / Ubuntu (run as root or via sudo).
 # The Vulkan packages build the Vulkan backend and run its tests on Mesa's lavapipe (a CPU
 # Vulkan driver) under the validation layer; cargo, bindgen and Mono build and test the Rust and
-# C# bindings (bindings/).
+# C# bindings (bindings/), Qt 6 the desktop app (apps/sa-desktop; its screenshot script also
+# wants xvfb and imagemagick, which CI does not run).
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -12,4 +13,4 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git \
   libgtest-dev libcxxopts-dev libstb-dev libsqlite3-dev wamerican \
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers \
-  cargo rustc rust-clippy bindgen mono-devel >/dev/null
+  cargo rustc rust-clippy bindgen mono-devel qt6-base-dev >/dev/null
