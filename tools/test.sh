@@ -5,6 +5,8 @@
 #   tools/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
 #   tools/test.sh --memcheck   release build, then the CUDA cases of the op parity suite under
 #                              compute-sanitizer's memcheck (needs a GPU)
+# ctest also runs the Rust and C# binding suites (bindings/*/test.sh against this build's libsa)
+# and the desktop app's QtTest suites (offscreen), each skipped where its toolchain is missing.
 # SA_WERROR=OFF in the environment turns warnings back into warnings (a newer compiler than
 # the CI's may warn about code it accepts).
 set -euo pipefail
