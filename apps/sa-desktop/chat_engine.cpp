@@ -2,6 +2,7 @@
 
 #include <QDateTime>
 #include <QElapsedTimer>
+#include <algorithm>
 #include <vector>
 
 #include "conversation_titles.h"
@@ -97,6 +98,11 @@ void chat_engine::send(const QString& text) {
 }
 void chat_engine::set_memory_map_selection(int32_t layer, int32_t kv_head) {
   QMetaObject::invokeMethod(this, [this, layer, kv_head] { do_set_map(layer, kv_head); },
+                            Qt::QueuedConnection);
+}
+
+void chat_engine::load_messages(qsizetype first, qsizetype count) {
+  QMetaObject::invokeMethod(this, [this, first, count] { do_load_messages(first, count); },
                             Qt::QueuedConnection);
 }
 
@@ -277,6 +283,13 @@ void chat_engine::do_set_map(int32_t layer, int32_t kv_head) {
   map_layer_ = layer;
   map_head_ = kv_head;
   emit_memory_map();
+}
+
+void chat_engine::do_load_messages(qsizetype first, qsizetype count) {
+  if (session_ == nullptr || first < 0 || count <= 0) return;
+  const QList<chat_message> all = template_.parse(history_text());
+  if (first >= all.size()) return;
+  emit earlier_messages(session_id_, first, all.mid(first, std::min(count, all.size() - first)));
 }
 
 // ---- a turn ---------------------------------------------------------------------------------

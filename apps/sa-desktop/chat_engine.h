@@ -73,6 +73,9 @@ class chat_engine : public QObject {
   void delete_conversation(const QString& id);
   void send(const QString& text);
   void set_memory_map_selection(int32_t layer, int32_t kv_head);  // -1 = union
+  // Messages [first, first + count) of the open conversation, read back from its history (the
+  // chat view shows only the newest ones); answered by earlier_messages.
+  void load_messages(qsizetype first, qsizetype count);
 
   // Immediate: stop the turn in progress and every turn queued so far.
   void stop();
@@ -93,6 +96,7 @@ class chat_engine : public QObject {
   void turn_saved(const QString& id);
   void figures_updated(const session_figures& figures);
   void memory_map_updated(const memory_map& map);
+  void earlier_messages(const QString& id, qsizetype first, const QList<chat_message>& messages);
 
  private:
   void do_configure(const chat_settings& s);
@@ -105,6 +109,7 @@ class chat_engine : public QObject {
   void do_delete(const QString& id);
   void do_send(const QString& text, quint64 ticket);
   void do_set_map(int32_t layer, int32_t kv_head);
+  void do_load_messages(qsizetype first, qsizetype count);
 
   bool ensure_session(const QString& first_message);
   bool close_turn(int32_t last_token, bool keep_last);

@@ -12,6 +12,9 @@
 struct chat_message {
   QString role;  // "user" or "assistant"
   QString text;
+  friend bool operator==(const chat_message& a, const chat_message& b) {
+    return a.role == b.role && a.text == b.text;
+  }
 };
 Q_DECLARE_METATYPE(chat_message)
 

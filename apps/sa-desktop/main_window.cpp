@@ -153,6 +153,11 @@ void main_window::connect_engine() {
   });
   connect(e, &chat_engine::reply_started, this, [this] { progress_->hide(); });
   connect(e, &chat_engine::piece_generated, chat_, &chat_view::append_to_last);
+  connect(chat_, &chat_view::earlier_wanted, e, &chat_engine::load_messages, Qt::DirectConnection);
+  connect(e, &chat_engine::earlier_messages, this,
+          [this](const QString& id, qsizetype first, const QList<chat_message>& m) {
+            if (id == current_) chat_->show_earlier(first, m);
+          });
   connect(e, &chat_engine::reply_finished, this, &main_window::on_reply_finished);
   connect(e, &chat_engine::turn_saved, this, [this](const QString& id) {
     current_ = id;

@@ -1,11 +1,13 @@
 // The chat window on the shipped model: a typed message streams its reply, Stop cancels at
 // once and keeps the partial reply, the memory panel shows sa_session_stats, the memory map
 // highlights exactly the positions sa_session_memory_positions reports, long prompts report
-// progress.
+// progress, a long conversation shows its newest messages and loads the earlier ones on scrolling
+// to the top.
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -35,6 +37,7 @@ class chat_window_test : public QObject {
   void panel_shows_the_session_stats();
   void memory_map_highlights_the_held_positions();
   void long_prompt_reports_progress();
+  void the_view_keeps_the_newest_messages_and_loads_earlier_ones();
 
  private:
   QTemporaryDir dir_;
@@ -225,6 +228,52 @@ void chat_window_test::long_prompt_reports_progress() {
   QVERIFY(last.at(1).toLongLong() > 1000);
   QVERIFY(bar_seen);
   QVERIFY(!w.progress()->isVisible());
+}
+
+void chat_window_test::the_view_keeps_the_newest_messages_and_loads_earlier_ones() {
+  {  // The view alone: the newest of a long list, stale answers ignored.
+    chat_view v;
+    v.set_max_shown(4);
+    QList<chat_message> all;
+    for (int i = 0; i < 10; ++i)
+      all.append({i % 2 == 0 ? QStringLiteral("user") : QStringLiteral("assistant"), QString::number(i)});
+    v.set_messages(all);
+    QCOMPARE(v.earlier_count(), qsizetype{6});
+    QCOMPARE(v.messages(), all.mid(6));
+    v.show_earlier(3, all.mid(3, 2));  // does not end where the shown ones begin
+    QCOMPARE(v.earlier_count(), qsizetype{6});
+    v.show_earlier(4, all.mid(4, 2));
+    QCOMPARE(v.messages(), all.mid(4));
+  }
+
+  chat_settings s = test_settings();
+  s.max_reply_tokens = 12;
+  main_window w(store("long.db"), s);
+  w.show();
+  settle(w);
+  w.chat()->set_max_shown(4);  // a trim once more than 5 are shown
+  w.chat()->setFixedHeight(120);
+  QList<chat_message> sent;  // every message of the conversation, as shown when it ended
+  for (int i = 1; i <= 4; ++i) {
+    type_and_send(w, QStringLiteral("Tell me about the harbour (turn %1).").arg(i));
+    QVERIFY(wait_turn(w));
+    const QList<chat_message>& m = w.chat()->messages();
+    sent << m[m.size() - 2] << m.back();
+  }
+  settle(w);
+  // 8 messages: the fourth turn's question trimmed the view to the newest 4, then 2 more came.
+  QCOMPARE(w.chat()->earlier_count(), qsizetype{2});
+  QCOMPARE(w.chat()->messages(), sent.mid(2));
+
+  QSignalSpy wanted(w.chat(), &chat_view::earlier_wanted);
+  QScrollBar* bar = w.chat()->verticalScrollBar();
+  QVERIFY(bar->maximum() > 0);
+  bar->setValue(bar->minimum());
+  QCOMPARE(wanted.size(), 1);
+  QCOMPARE(wanted[0][0].value<qsizetype>(), qsizetype{0});
+  QCOMPARE(wanted[0][1].value<qsizetype>(), qsizetype{2});
+  QTRY_COMPARE(w.chat()->earlier_count(), qsizetype{0});
+  QCOMPARE(w.chat()->messages(), sent);  // read back from the session's history
 }
 
 QTEST_MAIN(chat_window_test)
