@@ -40,7 +40,7 @@ struct session_figures {
   sa_stats stats{};           // sa_session_stats as read after the last step
   quint64 dense_bytes = 0;    // K/V bytes a dense memory would hold for stats.n_tokens tokens
   double tokens_per_s = 0;    // decode rate of the current (or last) reply
-  QString backend;            // "cpu: CPU (16 threads)"
+  QString backend;            // "cpu: CPU (16 threads, avx2 kernels)"
   QString memory;             // "cascade", "dense", ...
 };
 Q_DECLARE_METATYPE(session_figures)

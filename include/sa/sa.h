@@ -663,7 +663,11 @@ typedef struct sa_backend_desc {
   uint32_t struct_size;     /* set by the caller: sizeof(sa_backend_desc) */
   int32_t kind;             /* SA_BACKEND_CPU, SA_BACKEND_CUDA or SA_BACKEND_VULKAN */
   int32_t device;           /* index within its kind (sa_session_params.device) */
-  char name[128];           /* "NVIDIA H100 80GB HBM3", "CPU (16 threads)"; NUL-terminated */
+  char name[128];           /* "NVIDIA H100 80GB HBM3", "CPU (16 threads, avx2 kernels)";
+                               NUL-terminated. The CPU's kernel set is the best this CPU runs
+                               ("avx2": x86-64 with AVX2 and F16C; else "reference"), or the one
+                               the environment variable SA_CPU_KERNELS names if it runs here;
+                               every set gives the same results bit for bit. */
   uint64_t memory_bytes;    /* device memory (for the CPU: physical memory) */
   uint64_t free_bytes;      /* free memory when listed */
   int32_t compute_major;    /* CUDA compute capability (9.0 for Hopper); 0 for the CPU */

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernel_set.h"
 #include "core/error.h"
 #ifdef SA_WITH_CUDA
 #include "backend/cuda/cuda_entry.h"
@@ -60,7 +61,8 @@ std::vector<device_info> list_devices(backend_kind kind, std::string* why_none) 
     case backend_kind::cpu: {
       device_info d;
       const unsigned n = std::max(1u, std::thread::hardware_concurrency());
-      d.name = "CPU (" + std::to_string(n) + " threads)";
+      d.name = "CPU (" + std::to_string(n) + " threads, " +
+               cpu::kernel_set_name(cpu::active_kernel_set()) + " kernels)";
       const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
       const long avail = sysconf(_SC_AVPHYS_PAGES);
       if (pages > 0 && page > 0) d.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);

@@ -21,6 +21,7 @@
 #include "backend/step_buffer.h"
 #include "backends.h"
 #include "quant/quants.h"
+#include "test_util.h"
 
 namespace {
 
@@ -29,11 +30,7 @@ using sa::dtype;
 using sa::tensor;
 
 std::vector<float> random_vec(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
+  return sa_test::random_normal(n, seed, scale);
 }
 
 // Relative error ||a - b|| / ||b||; NaN anywhere fails.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 
 namespace sa_test {
 
@@ -19,5 +20,13 @@ std::string temp_path(const std::string& stem) {
 
 std::string models_dir() { return SA_MODELS_DIR; }
 std::string test_data_dir() { return SA_TEST_DATA_DIR; }
+
+std::vector<float> random_normal(size_t n, uint64_t seed, float scale) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
 
 }  // namespace sa_test

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/kernel_set.h"
 #include "backend/cpu/ops.h"
 
 namespace sa::cpu {
@@ -48,8 +49,9 @@ void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasO
   float* tmp = p.data() + n;
   const int64_t k0 = kvh * pb.k_capacity, v0 = kvh * pb.v_capacity;
   float m = -std::numeric_limits<float>::infinity();
+  const auto dot = active_kernels().dot_f32;  // the reference's bits in every set
   for (int64_t t = 0; t < n; ++t) {
-    p[static_cast<size_t>(t)] = dot_f32(qi, pb.k.row(k0 + row_of(t), tmp), hd) * pb.scale + bias_of(t);
+    p[static_cast<size_t>(t)] = dot(qi, pb.k.row(k0 + row_of(t), tmp), hd) * pb.scale + bias_of(t);
     m = std::max(m, p[static_cast<size_t>(t)]);
   }
   float l = 0.0f;

@@ -5,9 +5,14 @@
 // matter how many rows the batch has. The inner product keeps 8 interleaved partial sums, a
 // loop shape compilers vectorize without -ffast-math, and sums them in a fixed order; a row's
 // result is therefore the same whatever tile or thread it lands in.
+//
+// A SIMD kernel set (kernel_set.h) replaces the dot product, and for a few input rows (decode,
+// RetroAttention's window) fuses the expansion of the weights into it; either way with the
+// reference's bits.
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/kernel_set.h"
 #include "backend/cpu/ops.h"
 #include "quant/quants.h"
 
@@ -16,10 +21,18 @@ namespace sa::cpu {
 namespace {
 constexpr int64_t TILE = 4;
 constexpr int64_t LANES = 8;
+constexpr int64_t FUSED_MAX_ROWS = 4;  // input rows up to which weights are expanded per row
 
 // out[r] = w[r] . x for the r < rows rows of w [rows][n] (row stride n).
-void dot_tile(const float* w, int64_t rows, const float* x, int64_t n, float* out) {
-  for (int64_t r = 0; r < rows; ++r) out[r] = dot_f32(w + r * n, x, n);
+void dot_tile(const kernels& k, const float* w, int64_t rows, const float* x, int64_t n, float* out) {
+  for (int64_t r = 0; r < rows; ++r) out[r] = k.dot_f32(w + r * n, x, n);
+}
+
+void store_tile(float* y, const float* out, int64_t rows, bool accumulate) {
+  if (accumulate)
+    for (int64_t r = 0; r < rows; ++r) y[r] += out[r];
+  else
+    std::memcpy(y, out, static_cast<size_t>(rows) * sizeof(float));
 }
 }  // namespace
 
@@ -35,6 +48,20 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,
                  size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
                  float* y, bool accumulate) {
+  const kernels& k = active_kernels();
+  if (n <= FUSED_MAX_ROWS && k.dot_rows != nullptr && k.dot_rows_types(type)) {
+    pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) {
+      float out[TILE];
+      for (int64_t o = begin; o < end; o += TILE) {
+        const int64_t rows = std::min(TILE, end - o);
+        for (int64_t i = 0; i < n; ++i) {
+          k.dot_rows(type, w + static_cast<size_t>(o) * w_row_size, w_row_size, rows, x + i * n_in, n_in, out);
+          store_tile(y + i * n_out + o, out, rows, accumulate);
+        }
+      }
+    });
+    return;
+  }
   pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t thread) {
     std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
     if (type != dtype::f32 && buf.size() < static_cast<size_t>(TILE * n_in))
@@ -52,12 +79,8 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
         tile = buf.data();
       }
       for (int64_t i = 0; i < n; ++i) {
-        dot_tile(tile, rows, x + i * n_in, n_in, out);
-        float* yi = y + i * n_out + o;
-        if (accumulate)
-          for (int64_t r = 0; r < rows; ++r) yi[r] += out[r];
-        else
-          std::memcpy(yi, out, static_cast<size_t>(rows) * sizeof(float));
+        dot_tile(k, tile, rows, x + i * n_in, n_in, out);
+        store_tile(y + i * n_out + o, out, rows, accumulate);
       }
     }
   });

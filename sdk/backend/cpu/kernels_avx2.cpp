@@ -1,0 +1,186 @@
+// The AVX2 kernel set (x86-64 with AVX2 and F16C), chosen at run time; see kernel_set.h for why
+// its results are the reference's bits.
+//
+// dot_rows fuses the reference's two steps for a decode product (dequantize a weight row into
+// floats, then dot it with the input) for up to 4 weight rows at once: each group of 8 weights
+// is expanded in registers with the reference's arithmetic (Q8_0: d * q; Q4_0: d * (q - 8);
+// F16: the exact conversion; BF16: the top half of an f32) and multiplied into lane k mod 8.
+// The input row is loaded once per group for all 4 weight rows. Bytes it must move: the
+// weight rows once, and the input row (n_in floats) once per 4 weight rows from cache.
+//
+// The functions carry the target attribute rather than the file -mavx2, so nothing compiled here
+// can leak AVX2 code into the rest of the library through a shared inline function.
+#include "backend/cpu/kernel_set.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "quant/quant_impl.h"
+
+#define SA_AVX2 __attribute__((target("avx2,f16c")))
+
+namespace sa::cpu {
+
+namespace {
+
+// The reference's order: ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)).
+SA_AVX2 inline float reduce8(__m256 acc) {
+  float a[8];
+  _mm256_storeu_ps(a, acc);
+  return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+
+// The last rest < 8 elements of a row (a, b point at them) into lanes 0.., as the reference's
+// loop does, then the lanes summed.
+SA_AVX2 inline float finish(__m256 acc, const float* a, const float* b, int64_t rest) {
+  float l[8];
+  _mm256_storeu_ps(l, acc);
+  for (int64_t j = 0; j < rest; ++j) l[j] += a[j] * b[j];
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+SA_AVX2 float dot_f32_avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k)));
+  return k < n ? finish(acc, a + k, b + k, n - k) : reduce8(acc);
+}
+
+// Eight weights of a row as floats, by type; `at` is the element index (a multiple of 8).
+struct f32_row {
+  SA_AVX2 static __m256 load(const uint8_t* row, int64_t at) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + at);
+  }
+};
+struct f16_row {
+  SA_AVX2 static __m256 load(const uint8_t* row, int64_t at) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + at * 2)));
+  }
+};
+struct bf16_row {
+  SA_AVX2 static __m256 load(const uint8_t* row, int64_t at) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + at * 2)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
+};
+
+// Plain float rows: 4 rows at once; a tail (n_in % 8) is added by the scalar loop per row.
+template <class ROW>
+SA_AVX2 void dot_rows_plain(const uint8_t* w, size_t row_size, int64_t rows, const float* x,
+                            int64_t n_in, float* out) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t k = 0;
+  for (; k + 8 <= n_in; k += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    for (int64_t r = 0; r < rows; ++r)
+      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(ROW::load(w + r * row_size, k), xv));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (k == n_in) {
+      out[r] = reduce8(acc[r]);
+      continue;
+    }
+    float tail[8];  // the row's last n_in - k weights as floats
+    const int64_t rest = n_in - k;
+    const uint8_t* row = w + r * row_size;
+    for (int64_t j = 0; j < rest; ++j) {
+      if constexpr (std::is_same_v<ROW, f32_row>) {
+        std::memcpy(&tail[j], row + (k + j) * 4, 4);
+      } else if constexpr (std::is_same_v<ROW, f16_row>) {
+        uint16_t h;
+        std::memcpy(&h, row + (k + j) * 2, 2);
+        tail[j] = _cvtsh_ss(h);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, row + (k + j) * 2, 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(&tail[j], &bits, 4);
+      }
+    }
+    out[r] = finish(acc[r], tail, x + k, rest);
+  }
+}
+
+// Q8_0 block (34 bytes: f16 d, 32 x int8): group g of 8 weights = d * q[8g .. 8g+8).
+SA_AVX2 inline __m256 q8_0_group(const uint8_t* block, __m256 d, int g) {
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * g));
+  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+}
+
+// Q4_0 block (18 bytes: f16 d, 16 bytes of nibbles; byte j: low -> element j, high -> j + 16):
+// group g of 8 weights = d * (nibble - 8).
+SA_AVX2 inline __m256 q4_0_group(const uint8_t* block, __m256 d, int g) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * (g & 1)));
+  __m256i v = _mm256_cvtepu8_epi32(bytes);
+  v = g < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(v, 4);
+  v = _mm256_sub_epi32(v, _mm256_set1_epi32(8));
+  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(v));
+}
+
+template <int BYTES, __m256 (*GROUP)(const uint8_t*, __m256, int)>
+SA_AVX2 void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, const float* x,
+                             int64_t n_in, float* out) {
+  const float* table = quant_detail::fp16_table();  // the reference's scale decode, bit for bit
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    const __m256 x0 = _mm256_loadu_ps(x + 32 * b), x1 = _mm256_loadu_ps(x + 32 * b + 8),
+                 x2 = _mm256_loadu_ps(x + 32 * b + 16), x3 = _mm256_loadu_ps(x + 32 * b + 24);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* block = w + r * row_size + b * BYTES;
+      const __m256 d = _mm256_set1_ps(table[quant_detail::load_u16(block)]);
+      __m256 a = acc[r];
+      a = _mm256_add_ps(a, _mm256_mul_ps(GROUP(block, d, 0), x0));
+      a = _mm256_add_ps(a, _mm256_mul_ps(GROUP(block, d, 1), x1));
+      a = _mm256_add_ps(a, _mm256_mul_ps(GROUP(block, d, 2), x2));
+      a = _mm256_add_ps(a, _mm256_mul_ps(GROUP(block, d, 3), x3));
+      acc[r] = a;
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(acc[r]);
+}
+
+bool dot_rows_types_avx2(dtype type) {
+  switch (type) {
+    case dtype::f32:
+    case dtype::f16:
+    case dtype::bf16:
+    case dtype::q8_0:
+    case dtype::q4_0: return true;
+    default: return false;
+  }
+}
+
+void dot_rows_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const float* x,
+                   int64_t n_in, float* out) {
+  switch (type) {
+    case dtype::f32: return dot_rows_plain<f32_row>(w, row_size, rows, x, n_in, out);
+    case dtype::f16: return dot_rows_plain<f16_row>(w, row_size, rows, x, n_in, out);
+    case dtype::bf16: return dot_rows_plain<bf16_row>(w, row_size, rows, x, n_in, out);
+    case dtype::q8_0: return dot_rows_blocks<34, q8_0_group>(w, row_size, rows, x, n_in, out);
+    case dtype::q4_0: return dot_rows_blocks<18, q4_0_group>(w, row_size, rows, x, n_in, out);
+    default: return;  // dot_rows_types said no
+  }
+}
+
+const kernels k_avx2 = {dot_f32_avx2, dot_rows_avx2, dot_rows_types_avx2};
+
+}  // namespace
+
+const kernels* avx2_kernels() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? &k_avx2 : nullptr;
+}
+
+}  // namespace sa::cpu
+
+#else
+
+namespace sa::cpu {
+const kernels* avx2_kernels() { return nullptr; }
+}  // namespace sa::cpu
+
+#endif
