@@ -24,6 +24,7 @@
 #include "backend/backend.h"
 #include "backend/step_buffer.h"
 #include "core/error.h"
+#include "cpu_bench.h"
 #include "memory/cascade_index.h"
 #include "random_model.h"
 #include "sa/sa.h"
@@ -207,17 +208,19 @@ int memory(const std::string& model_path, int threads, long long max_len) {
 
 int main(int argc, char** argv) {
   cxxopts::Options opts("sa-bench",
-                        "Micro-benchmarks: cache-update | memory | sparse | store | gpu WHAT | random-model");
+                        "Micro-benchmarks: cache-update | memory | sparse | store | cpu | gpu WHAT | random-model");
   // clang-format off
   opts.add_options()
-    ("mode", "cache-update, memory, sparse or store", cxxopts::value<std::string>())
+    ("mode", "cache-update, memory, sparse, store, cpu, gpu or random-model", cxxopts::value<std::string>())
     ("m,model", "GGUF model (memory, sparse and store modes)", cxxopts::value<std::string>()->default_value(
         SA_MODELS_DIR "/sa-default-q8_0.gguf"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
     ("max-len", "memory and store modes: longest stream", cxxopts::value<long long>()->default_value("65536"))
-    ("reps", "cache-update and store modes: repetitions", cxxopts::value<int>()->default_value("3"))
+    ("reps", "cache-update, store and cpu modes: repetitions", cxxopts::value<int>()->default_value("3"))
+    ("thread-counts", "cpu mode: thread counts", cxxopts::value<std::vector<int>>()->default_value("1,2"))
+    ("prompt", "cpu mode: prompt tokens", cxxopts::value<int>()->default_value("512"))
     ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
-    ("steps", "sparse and gpu decode modes: decode steps", cxxopts::value<int>()->default_value("64"))
+    ("steps", "sparse, cpu and gpu decode modes: decode steps", cxxopts::value<int>()->default_value("64"))
     ("what", "gpu mode: bandwidth, attention, gemv, gemm, decode, sparse or all", cxxopts::value<std::string>()->default_value("all"))
     ("backend", "gpu mode: cuda or vulkan", cxxopts::value<std::string>()->default_value("cuda"))
     ("device", "gpu mode: device index of the backend", cxxopts::value<int>()->default_value("0"))
@@ -257,6 +260,10 @@ int main(int argc, char** argv) {
     return store_bench(args["model"].as<std::string>(), args["threads"].as<int>(),
                        args.count("max-len") ? args["max-len"].as<long long>() : 8192,
                        args["reps"].as<int>());
+  if (mode == "cpu")
+    return cpu_bench(args["model"].as<std::string>(), args["thread-counts"].as<std::vector<int>>(),
+                     args["prompt"].as<int>(), args.count("steps") ? args["steps"].as<int>() : 256,
+                     args.count("reps") ? args["reps"].as<int>() : 5);
   if (mode == "random-model") {
     try {
       model_shape shape = llama_8b_shape();
