@@ -24,6 +24,11 @@ if(SA_SANITIZE)
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>)
   add_link_options(-fsanitize=address,undefined)
 endif()
+# No multiply and add fused into one rounding where the compiler could (-march=native, AArch64):
+# the CPU kernel sets give the reference's bits only if both round every product.
+if(NOT MSVC)
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-ffp-contract=off>)
+endif()
 if(SA_NATIVE)
   add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-march=native>)
 endif()

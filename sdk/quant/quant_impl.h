@@ -43,6 +43,16 @@ inline int to_level(float v, float lo, float hi) {
   return static_cast<int>(v);
 }
 
+// Q4_K's 12 bytes of packed 6-bit sub-block scales and mins -> sc[8], m[8].
+inline void unpack_q4_k_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
+  for (int i = 0; i < 4; ++i) {
+    sc[i] = static_cast<uint8_t>(s[i] & 63);
+    m[i] = static_cast<uint8_t>(s[i + 4] & 63);
+    sc[i + 4] = static_cast<uint8_t>((s[i + 8] & 0xF) | ((s[i] >> 6) << 4));
+    m[i + 4] = static_cast<uint8_t>((s[i + 8] >> 4) | ((s[i + 4] >> 6) << 4));
+  }
+}
+
 // acc[j] += a[i + j] * b[i + j] over i = 0, k_lanes, ...; n is a multiple of k_lanes.
 // (__restrict, here and on the block expanders' outputs: without it the compiler must assume
 // a float store may overwrite the inputs, and at -O2 it then does not vectorize at all.)

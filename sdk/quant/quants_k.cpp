@@ -26,15 +26,6 @@ constexpr int k_qk = 256;
 
 constexpr int k_q4_k_bytes = 144;
 
-inline void unpack_q4_k_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
-  for (int i = 0; i < 4; ++i) {
-    sc[i] = static_cast<uint8_t>(s[i] & 63);
-    m[i] = static_cast<uint8_t>(s[i + 4] & 63);
-    sc[i + 4] = static_cast<uint8_t>((s[i + 8] & 0xF) | ((s[i] >> 6) << 4));
-    m[i + 4] = static_cast<uint8_t>((s[i + 8] >> 4) | ((s[i + 4] >> 6) << 4));
-  }
-}
-
 inline void pack_q4_k_scales(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
   for (int i = 0; i < 4; ++i) {
     s[i] = static_cast<uint8_t>(sc[i] | ((sc[i + 4] >> 4) << 6));

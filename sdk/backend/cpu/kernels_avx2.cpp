@@ -4,7 +4,8 @@
 // dot_rows fuses the reference's two steps for a decode product (dequantize a weight row into
 // floats, then dot it with the input) for up to 4 weight rows at once: each group of 8 weights
 // is expanded in registers with the reference's arithmetic (Q8_0: d * q; Q4_0: d * (q - 8);
-// F16: the exact conversion; BF16: the top half of an f32) and multiplied into lane k mod 8.
+// F16: the exact conversion; BF16: the top half of an f32; Q4_K and Q6_K: their sub-block
+// factors, then a factor times the level) and multiplied into lane k mod 8.
 // The input row is loaded once per group for all 4 weight rows. Bytes it must move: the
 // weight rows once, and the input row (n_in floats) once per 4 weight rows from cache.
 //
@@ -143,13 +144,85 @@ SA_AVX2 void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, co
   for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(acc[r]);
 }
 
+// The 256-element k-quant blocks. Per block and row, the sub-block factors are computed first
+// with the reference's arithmetic; then group g of 8 weights (elements 8g .. 8g + 7) is expanded.
+//
+// Q4_K (144 bytes: f16 d, f16 dmin, 12 bytes of scales, 128 of nibbles): chunk c = g / 8 holds
+// 64 elements from qs[32c .. 32c + 32): the low nibbles (sub-block 2c) then the high ones
+// (2c + 1); weight = a[sub] * nibble - b[sub], a = d * scale, b = dmin * min.
+struct q4_k_block {
+  static constexpr int bytes = 144;
+  float a[8], b[8];
+  SA_AVX2 void prepare(const uint8_t* block, const float* table) {
+    const float d = table[quant_detail::load_u16(block)];
+    const float dmin = table[quant_detail::load_u16(block + 2)];
+    uint8_t sc[8], m[8];
+    quant_detail::unpack_q4_k_scales(block + 4, sc, m);
+    for (int j = 0; j < 8; ++j) {
+      a[j] = d * static_cast<float>(sc[j]);
+      b[j] = dmin * static_cast<float>(m[j]);
+    }
+  }
+  SA_AVX2 __m256 group(const uint8_t* block, int g) const {
+    const int c = g / 8, high = (g / 4) & 1, part = g & 3;
+    const __m128i bytes8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 16 + 32 * c + 8 * part));
+    __m256i v = _mm256_cvtepu8_epi32(bytes8);
+    v = high ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, _mm256_set1_epi32(0xF));
+    const int sub = 2 * c + high;
+    return _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(a[sub]), _mm256_cvtepi32_ps(v)), _mm256_set1_ps(b[sub]));
+  }
+};
+
+// Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], f16 d): group g is half h = g / 16, quarter
+// sub = (g / 4) % 4, l = 8 (g % 4); q = (ql nibble) | (2 bits of qh[l..]) << 4 and
+// weight = d * scale[8h + l / 16 + 2 sub] * (q - 32).
+struct q6_k_block {
+  static constexpr int bytes = 210;
+  float a[16];
+  SA_AVX2 void prepare(const uint8_t* block, const float* table) {
+    const float d = table[quant_detail::load_u16(block + 208)];
+    const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
+    for (int k = 0; k < 16; ++k) a[k] = d * static_cast<float>(scales[k]);
+  }
+  SA_AVX2 __m256 group(const uint8_t* block, int g) const {
+    const int h = g / 16, sub = (g / 4) & 3, l = 8 * (g & 3);
+    const uint8_t* ql = block + 64 * h + l + 32 * (sub & 1);
+    const uint8_t* qh = block + 128 + 32 * h + l;
+    __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ql)));
+    lo = sub < 2 ? _mm256_and_si256(lo, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(lo, 4);
+    __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qh)));
+    hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(hi, _mm_cvtsi32_si128(2 * sub)), _mm256_set1_epi32(3)), 4);
+    const __m256i q = _mm256_sub_epi32(_mm256_or_si256(lo, hi), _mm256_set1_epi32(32));
+    return _mm256_mul_ps(_mm256_set1_ps(a[8 * h + l / 16 + 2 * sub]), _mm256_cvtepi32_ps(q));
+  }
+};
+
+template <class BLOCK>
+SA_AVX2 void dot_rows_k(const uint8_t* w, size_t row_size, int64_t rows, const float* x, int64_t n_in,
+                        float* out) {
+  const float* table = quant_detail::fp16_table();
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  BLOCK blk[4];
+  for (int64_t b = 0; b < n_in / 256; ++b) {
+    for (int64_t r = 0; r < rows; ++r) blk[r].prepare(w + r * row_size + b * BLOCK::bytes, table);
+    for (int g = 0; g < 32; ++g) {
+      const __m256 xv = _mm256_loadu_ps(x + 256 * b + 8 * g);
+      for (int64_t r = 0; r < rows; ++r)
+        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(blk[r].group(w + r * row_size + b * BLOCK::bytes, g), xv));
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(acc[r]);
+}
+
 bool dot_rows_types_avx2(dtype type) {
   switch (type) {
     case dtype::f32:
     case dtype::f16:
     case dtype::bf16:
     case dtype::q8_0:
-    case dtype::q4_0: return true;
+    case dtype::q4_0:
+    case dtype::q4_k:
+    case dtype::q6_k: return true;
     default: return false;
   }
 }
@@ -162,6 +235,8 @@ void dot_rows_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, 
     case dtype::bf16: return dot_rows_plain<bf16_row>(w, row_size, rows, x, n_in, out);
     case dtype::q8_0: return dot_rows_blocks<34, q8_0_group>(w, row_size, rows, x, n_in, out);
     case dtype::q4_0: return dot_rows_blocks<18, q4_0_group>(w, row_size, rows, x, n_in, out);
+    case dtype::q4_k: return dot_rows_k<q4_k_block>(w, row_size, rows, x, n_in, out);
+    case dtype::q6_k: return dot_rows_k<q6_k_block>(w, row_size, rows, x, n_in, out);
     default: return;  // dot_rows_types said no
   }
 }
