@@ -80,10 +80,13 @@ int chat_view::render(const chat_message& m) {
 
 // While the view follows the end, the oldest messages leave it once a quarter more than
 // max_shown are shown (one re-render per batch, not one per message).
-void chat_view::trim_if_following() {
+bool chat_view::following() const {
   const QScrollBar* bar = verticalScrollBar();
-  const bool at_bottom = bar->value() >= bar->maximum() - 4;
-  if (!at_bottom || messages_.size() <= max_shown_ + std::max<qsizetype>(1, max_shown_ / 4)) return;
+  return bar->value() >= bar->maximum() - 4;
+}
+
+void chat_view::trim_if_following() {
+  if (!following() || messages_.size() <= max_shown_ + std::max<qsizetype>(1, max_shown_ / 4)) return;
   const qsizetype drop = messages_.size() - max_shown_;
   messages_.erase(messages_.begin(), messages_.begin() + drop);
   earlier_ += drop;
@@ -102,8 +105,7 @@ void chat_view::add_message(const chat_message& message) {
 void chat_view::append_to_last(const QString& piece) {
   if (messages_.isEmpty()) return;
   messages_.back().text += piece;
-  const QScrollBar* bar = verticalScrollBar();
-  const bool at_bottom = bar->value() >= bar->maximum() - 4;
+  const bool at_bottom = following();
   QTextCursor c(document());
   c.movePosition(QTextCursor::End);
   c.insertText(piece, QTextCharFormat());

@@ -42,6 +42,7 @@ class chat_view : public QTextEdit {
  private:
   int render_all(qsizetype mark = -1);
   int render(const chat_message& m);  // returns the document position where it starts
+  bool following() const;  // scrolled to the end (the view keeps up with new text)
   void trim_if_following();
   void on_scrolled(int value);
 

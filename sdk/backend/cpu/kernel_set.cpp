@@ -23,21 +23,14 @@ const kernels* kernels_of(kernel_set s) {
 }
 
 kernel_set chosen_at_start() {
-  kernel_set best = kernel_set::reference;
-  if (kernels_of(kernel_set::avx2) != nullptr) best = kernel_set::avx2;
   if (const char* env = std::getenv("SA_CPU_KERNELS")) {
     for (kernel_set s : {kernel_set::reference, kernel_set::avx2})
       if (std::strcmp(env, kernel_set_name(s)) == 0 && kernels_of(s) != nullptr) return s;
   }
-  return best;
+  return kernels_of(kernel_set::avx2) != nullptr ? kernel_set::avx2 : kernel_set::reference;
 }
 
-std::atomic<const kernels*>& active() {
-  static std::atomic<const kernels*> a{kernels_of(chosen_at_start())};
-  return a;
-}
-
-std::atomic<kernel_set>& active_set() {
+std::atomic<kernel_set>& active() {
   static std::atomic<kernel_set> s{chosen_at_start()};
   return s;
 }
@@ -54,16 +47,14 @@ const char* kernel_set_name(kernel_set s) {
 
 bool kernel_set_supported(kernel_set s) { return kernels_of(s) != nullptr; }
 
-kernel_set active_kernel_set() { return active_set().load(std::memory_order_relaxed); }
+kernel_set active_kernel_set() { return active().load(std::memory_order_relaxed); }
 
 bool use_kernel_set(kernel_set s) {
-  const kernels* k = kernels_of(s);
-  if (k == nullptr) return false;
-  active().store(k, std::memory_order_relaxed);
-  active_set().store(s, std::memory_order_relaxed);
+  if (kernels_of(s) == nullptr) return false;
+  active().store(s, std::memory_order_relaxed);
   return true;
 }
 
-const kernels& active_kernels() { return *active().load(std::memory_order_relaxed); }
+const kernels& active_kernels() { return *kernels_of(active_kernel_set()); }
 
 }  // namespace sa::cpu

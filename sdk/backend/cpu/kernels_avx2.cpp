@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "quant/quant_impl.h"
+#include "quant/quants.h"
 
 #define SA_AVX2 __attribute__((target("avx2,f16c")))
 
@@ -91,67 +92,56 @@ SA_AVX2 void dot_rows_plain(const uint8_t* w, size_t row_size, int64_t rows, con
     for (int64_t j = 0; j < rest; ++j) {
       if constexpr (std::is_same_v<ROW, f32_row>) {
         std::memcpy(&tail[j], row + (k + j) * 4, 4);
-      } else if constexpr (std::is_same_v<ROW, f16_row>) {
-        uint16_t h;
-        std::memcpy(&h, row + (k + j) * 2, 2);
-        tail[j] = _cvtsh_ss(h);
       } else {
         uint16_t h;
         std::memcpy(&h, row + (k + j) * 2, 2);
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        std::memcpy(&tail[j], &bits, 4);
+        tail[j] = std::is_same_v<ROW, f16_row> ? fp16_to_f32(h) : bf16_to_f32(h);
       }
     }
     out[r] = finish(acc[r], tail, x + k, rest);
   }
 }
 
-// Q8_0 block (34 bytes: f16 d, 32 x int8): group g of 8 weights = d * q[8g .. 8g+8).
-SA_AVX2 inline __m256 q8_0_group(const uint8_t* block, __m256 d, int g) {
-  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * g));
-  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-}
-
-// Q4_0 block (18 bytes: f16 d, 16 bytes of nibbles; byte j: low -> element j, high -> j + 16):
-// group g of 8 weights = d * (nibble - 8).
-SA_AVX2 inline __m256 q4_0_group(const uint8_t* block, __m256 d, int g) {
-  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * (g & 1)));
-  __m256i v = _mm256_cvtepu8_epi32(bytes);
-  v = g < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(v, 4);
-  v = _mm256_sub_epi32(v, _mm256_set1_epi32(8));
-  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(v));
-}
-
-template <int BYTES, __m256 (*GROUP)(const uint8_t*, __m256, int)>
-SA_AVX2 void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, const float* x,
-                             int64_t n_in, float* out) {
-  const float* table = quant_detail::fp16_table();  // the reference's scale decode, bit for bit
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t b = 0; b < n_in / 32; ++b) {
-    const __m256 x0 = _mm256_loadu_ps(x + 32 * b), x1 = _mm256_loadu_ps(x + 32 * b + 8),
-                 x2 = _mm256_loadu_ps(x + 32 * b + 16), x3 = _mm256_loadu_ps(x + 32 * b + 24);
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* block = w + r * row_size + b * BYTES;
-      const __m256 d = _mm256_set1_ps(table[quant_detail::load_u16(block)]);
-      __m256 a = acc[r];
-      a = _mm256_add_ps(a, _mm256_mul_ps(GROUP(block, d, 0), x0));
-      a = _mm256_add_ps(a, _mm256_mul_ps(GROUP(block, d, 1), x1));
-      a = _mm256_add_ps(a, _mm256_mul_ps(GROUP(block, d, 2), x2));
-      a = _mm256_add_ps(a, _mm256_mul_ps(GROUP(block, d, 3), x3));
-      acc[r] = a;
-    }
+// A block type for dot_rows_blocks: `elems` weights in `bytes` bytes; prepare() reads a block's
+// factors with the reference's arithmetic, group(block, g) expands weights 8g .. 8g + 7.
+//
+// The 32-element types: one f16 scale d at the block's start.
+struct scaled_block {
+  __m256 d;
+  SA_AVX2 void prepare(const uint8_t* block, const float* table) {
+    d = _mm256_set1_ps(table[quant_detail::load_u16(block)]);
   }
-  for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(acc[r]);
-}
+};
 
-// The 256-element k-quant blocks. Per block and row, the sub-block factors are computed first
-// with the reference's arithmetic; then group g of 8 weights (elements 8g .. 8g + 7) is expanded.
+// Q8_0 (34 bytes: f16 d, 32 x int8): weight = d * q.
+struct q8_0_block : scaled_block {
+  static constexpr int elems = 32, bytes = 34;
+  SA_AVX2 __m256 group(const uint8_t* block, int g) const {
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * g));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+};
+
+// Q4_0 (18 bytes: f16 d, 16 bytes of nibbles; byte j: low -> element j, high -> j + 16):
+// weight = d * (nibble - 8).
+struct q4_0_block : scaled_block {
+  static constexpr int elems = 32, bytes = 18;
+  SA_AVX2 __m256 group(const uint8_t* block, int g) const {
+    const __m128i bytes8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + 8 * (g & 1)));
+    __m256i v = _mm256_cvtepu8_epi32(bytes8);
+    v = g < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(v, 4);
+    v = _mm256_sub_epi32(v, _mm256_set1_epi32(8));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(v));
+  }
+};
+
+// The 256-element k-quant blocks: their factors are per sub-block.
 //
 // Q4_K (144 bytes: f16 d, f16 dmin, 12 bytes of scales, 128 of nibbles): chunk c = g / 8 holds
 // 64 elements from qs[32c .. 32c + 32): the low nibbles (sub-block 2c) then the high ones
 // (2c + 1); weight = a[sub] * nibble - b[sub], a = d * scale, b = dmin * min.
 struct q4_k_block {
-  static constexpr int bytes = 144;
+  static constexpr int elems = 256, bytes = 144;
   float a[8], b[8];
   SA_AVX2 void prepare(const uint8_t* block, const float* table) {
     const float d = table[quant_detail::load_u16(block)];
@@ -177,7 +167,7 @@ struct q4_k_block {
 // sub = (g / 4) % 4, l = 8 (g % 4); q = (ql nibble) | (2 bits of qh[l..]) << 4 and
 // weight = d * scale[8h + l / 16 + 2 sub] * (q - 32).
 struct q6_k_block {
-  static constexpr int bytes = 210;
+  static constexpr int elems = 256, bytes = 210;
   float a[16];
   SA_AVX2 void prepare(const uint8_t* block, const float* table) {
     const float d = table[quant_detail::load_u16(block + 208)];
@@ -197,18 +187,21 @@ struct q6_k_block {
   }
 };
 
+// Up to 4 weight rows of BLOCK blocks: per block, each row's factors, then each group of 8
+// inputs loaded once for all rows.
 template <class BLOCK>
-SA_AVX2 void dot_rows_k(const uint8_t* w, size_t row_size, int64_t rows, const float* x, int64_t n_in,
-                        float* out) {
-  const float* table = quant_detail::fp16_table();
+SA_AVX2 void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, const float* x,
+                             int64_t n_in, float* out) {
+  const float* table = quant_detail::fp16_table();  // the reference's scale decode, bit for bit
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   BLOCK blk[4];
-  for (int64_t b = 0; b < n_in / 256; ++b) {
-    for (int64_t r = 0; r < rows; ++r) blk[r].prepare(w + r * row_size + b * BLOCK::bytes, table);
-    for (int g = 0; g < 32; ++g) {
-      const __m256 xv = _mm256_loadu_ps(x + 256 * b + 8 * g);
+  for (int64_t b = 0; b < n_in / BLOCK::elems; ++b) {
+    const uint8_t* at = w + b * BLOCK::bytes;
+    for (int64_t r = 0; r < rows; ++r) blk[r].prepare(at + r * row_size, table);
+    for (int g = 0; g < BLOCK::elems / 8; ++g) {
+      const __m256 xv = _mm256_loadu_ps(x + BLOCK::elems * b + 8 * g);
       for (int64_t r = 0; r < rows; ++r)
-        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(blk[r].group(w + r * row_size + b * BLOCK::bytes, g), xv));
+        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(blk[r].group(at + r * row_size, g), xv));
     }
   }
   for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(acc[r]);
@@ -233,10 +226,10 @@ void dot_rows_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, 
     case dtype::f32: return dot_rows_plain<f32_row>(w, row_size, rows, x, n_in, out);
     case dtype::f16: return dot_rows_plain<f16_row>(w, row_size, rows, x, n_in, out);
     case dtype::bf16: return dot_rows_plain<bf16_row>(w, row_size, rows, x, n_in, out);
-    case dtype::q8_0: return dot_rows_blocks<34, q8_0_group>(w, row_size, rows, x, n_in, out);
-    case dtype::q4_0: return dot_rows_blocks<18, q4_0_group>(w, row_size, rows, x, n_in, out);
-    case dtype::q4_k: return dot_rows_k<q4_k_block>(w, row_size, rows, x, n_in, out);
-    case dtype::q6_k: return dot_rows_k<q6_k_block>(w, row_size, rows, x, n_in, out);
+    case dtype::q8_0: return dot_rows_blocks<q8_0_block>(w, row_size, rows, x, n_in, out);
+    case dtype::q4_0: return dot_rows_blocks<q4_0_block>(w, row_size, rows, x, n_in, out);
+    case dtype::q4_k: return dot_rows_blocks<q4_k_block>(w, row_size, rows, x, n_in, out);
+    case dtype::q6_k: return dot_rows_blocks<q6_k_block>(w, row_size, rows, x, n_in, out);
     default: return;  // dot_rows_types said no
   }
 }
@@ -246,8 +239,11 @@ const kernels k_avx2 = {dot_f32_avx2, dot_rows_avx2, dot_rows_types_avx2};
 }  // namespace
 
 const kernels* avx2_kernels() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? &k_avx2 : nullptr;
+  static const kernels* const k = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? &k_avx2 : nullptr;
+  }();
+  return k;
 }
 
 }  // namespace sa::cpu
