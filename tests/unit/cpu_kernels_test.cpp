@@ -58,6 +58,38 @@ TEST_P(cpu_kernels, dot_products_equal_the_reference_bitwise) {
     }
 }
 
+TEST_P(cpu_kernels, register_blocks_equal_the_reference_dot_products_bitwise) {
+  with_set(GetParam(), [&] {
+    const auto blk = sa::cpu::active_kernels().dot_block;
+    if (blk == nullptr) return;
+    for (int64_t n : {1, 7, 8, 9, 31, 100, 4096})
+      for (int64_t rows = 1; rows <= 4; ++rows)
+        for (int64_t nx = 1; nx <= 2; ++nx) {
+          const std::vector<float> w = sa_test::random_normal(static_cast<size_t>(rows * n), static_cast<uint64_t>(n + rows));
+          const std::vector<float> x = sa_test::random_normal(static_cast<size_t>(nx * n), static_cast<uint64_t>(7 * n + nx));
+          float got[8];
+          blk(w.data(), rows, x.data(), nx, n, got);
+          for (int64_t i = 0; i < nx; ++i)
+            for (int64_t r = 0; r < rows; ++r) {
+              const float want = sa::cpu::dot_f32(w.data() + r * n, x.data() + i * n, n);
+              ASSERT_EQ(std::memcmp(&want, &got[i * 4 + r], sizeof want), 0)
+                  << "n = " << n << ", block " << rows << " x " << nx << " at (" << i << ", " << r << ")";
+            }
+        }
+  });
+}
+
+TEST_P(cpu_kernels, scaled_adds_equal_the_reference_bitwise) {
+  for (int64_t n : {1, 7, 8, 9, 64, 100}) {
+    const std::vector<float> x = sa_test::random_normal(static_cast<size_t>(n), static_cast<uint64_t>(n));
+    const std::vector<float> y0 = sa_test::random_normal(static_cast<size_t>(n), static_cast<uint64_t>(n + 1));
+    std::vector<float> want = y0, got = y0;
+    sa::cpu::add_scaled(want.data(), x.data(), 0.37f, n);
+    with_set(GetParam(), [&] { sa::cpu::active_kernels().add_scaled(got.data(), x.data(), 0.37f, n); });
+    EXPECT_TRUE(same_bits(want, got)) << "n = " << n;
+  }
+}
+
 TEST_P(cpu_kernels, matrix_products_of_every_type_equal_the_reference_bitwise) {
   sa::cpu::thread_pool pool(2);
   sa::cpu::scratch_t scratch(2);

@@ -43,6 +43,12 @@ struct kernels {
   void (*dot_rows)(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const float* x,
                    int64_t n_in, float* out);
   bool (*dot_rows_types)(dtype type);
+  // out[i * 4 + r] = w[r] . x[i] for r < rows <= 4 and i < nx <= 2: w [rows][n] and x [nx][n]
+  // f32 (row stride n), each dot product as dot_f32 computes it. A prefill product's register
+  // block: eight independent sums where dot_f32 has one chain of adds. Null: dot_f32 per pair.
+  void (*dot_block)(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
+  // y[d] += a * x[d] for d < n (each element a multiply then an add, as the reference loop).
+  void (*add_scaled)(float* y, const float* x, float a, int64_t n);
 };
 
 const kernels& active_kernels();

@@ -6,9 +6,9 @@
 // loop shape compilers vectorize without -ffast-math, and sums them in a fixed order; a row's
 // result is therefore the same whatever tile or thread it lands in.
 //
-// A SIMD kernel set (kernel_set.h) replaces the dot product, and for a few input rows (decode,
-// RetroAttention's window) fuses the expansion of the weights into it; either way with the
-// reference's bits.
+// A SIMD kernel set (kernel_set.h) replaces the dot product — for many input rows (prefill) a
+// register block of 4 weight rows x 2 input rows, for a few (decode, RetroAttention's window)
+// with the expansion of the weights fused into it; either way with the reference's bits.
 #include <algorithm>
 #include <cstring>
 
@@ -45,6 +45,10 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+void add_scaled(float* y, const float* x, float a, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
+}
+
 void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,
                  size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
                  float* y, bool accumulate) {
@@ -77,6 +81,15 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
           dequantize_row(type, w + static_cast<size_t>(o + r) * w_row_size, buf.data() + r * n_in,
                          n_in);
         tile = buf.data();
+      }
+      if (k.dot_block != nullptr) {
+        float block[2 * TILE];
+        for (int64_t i = 0; i < n; i += 2) {
+          const int64_t nx = std::min<int64_t>(2, n - i);
+          k.dot_block(tile, rows, x + i * n_in, nx, n_in, block);
+          for (int64_t j = 0; j < nx; ++j) store_tile(y + (i + j) * n_out + o, block + j * TILE, rows, accumulate);
+        }
+        continue;
       }
       for (int64_t i = 0; i < n; ++i) {
         dot_tile(k, tile, rows, x + i * n_in, n_in, out);
