@@ -233,7 +233,8 @@ int main(int argc, char** argv) {
     ("json", "gpu mode: append JSON lines to this file", cxxopts::value<std::string>()->default_value(""))
     ("type", "random-model: weight type", cxxopts::value<std::string>()->default_value("f16"))
     ("out", "random-model: output file", cxxopts::value<std::string>()->default_value("random-8b.gguf"))
-    ("layers", "random-model: layers (32 for the 8B shape)", cxxopts::value<int>()->default_value("32"))
+    ("shape", "random-model: 8b (Llama-3.1-8B) or 1b (Llama-3.2-1B)", cxxopts::value<std::string>()->default_value("8b"))
+    ("layers", "random-model: layers (default: the shape's)", cxxopts::value<int>())
     ("h,help", "print this help");
   // clang-format on
   opts.parse_positional({"mode", "what"});
@@ -266,8 +267,13 @@ int main(int argc, char** argv) {
                      args.count("reps") ? args["reps"].as<int>() : 5);
   if (mode == "random-model") {
     try {
-      model_shape shape = llama_8b_shape();
-      shape.n_layers = args["layers"].as<int>();
+      const std::string sn = args["shape"].as<std::string>();
+      if (sn != "8b" && sn != "1b") {
+        std::fprintf(stderr, "sa-bench: --shape is 8b or 1b, not '%s'\n", sn.c_str());
+        return 2;
+      }
+      model_shape shape = sn == "1b" ? llama_1b_shape() : llama_8b_shape();
+      if (args.count("layers")) shape.n_layers = args["layers"].as<int>();
       const std::string tn = args["type"].as<std::string>();
       for (sa::dtype t : {sa::dtype::f32, sa::dtype::f16, sa::dtype::bf16, sa::dtype::q8_0,
                           sa::dtype::q4_0, sa::dtype::q4_k, sa::dtype::q6_k})

@@ -51,6 +51,15 @@ std::vector<uint8_t> random_matrix(sa::dtype type, int64_t cols, int64_t rows, f
 
 model_shape llama_8b_shape() { return model_shape{}; }
 
+model_shape llama_1b_shape() {
+  model_shape s;
+  s.n_layers = 16;
+  s.n_embd = 2048;
+  s.n_ff = 8192;
+  s.tied = true;
+  return s;
+}
+
 int write_random_model(const std::string& path, sa::dtype type, const model_shape& s) {
   sa::gguf::writer w;
   const std::string a = "llama";
@@ -102,7 +111,7 @@ int write_random_model(const std::string& path, sa::dtype type, const model_shap
                static_cast<long long>(s.n_vocab), path.c_str());
   matrix("token_embd.weight", s.n_embd, s.n_vocab);
   ones("output_norm.weight", s.n_embd);
-  matrix("output.weight", s.n_embd, s.n_vocab);
+  if (!s.tied) matrix("output.weight", s.n_embd, s.n_vocab);
   for (int32_t l = 0; l < s.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     ones(p + "attn_norm.weight", s.n_embd);
