@@ -14,6 +14,7 @@
 #include "backend/cpu/kernel_set.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -294,12 +295,19 @@ SA_AVX2 void add_scaled_avx2(float* y, const float* x, float a, int64_t n) {
 
 const kernels k_avx2 = {dot_f32_avx2, dot_rows_avx2, dot_rows_types_avx2, dot_block_avx2, add_scaled_avx2};
 
+// F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" in __builtin_cpu_supports.
+// (AVX2 being usable implies the OS saves the AVX state F16C needs.)
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;
+}
+
 }  // namespace
 
 const kernels* avx2_kernels() {
   static const kernels* const k = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? &k_avx2 : nullptr;
+    return __builtin_cpu_supports("avx2") && has_f16c() ? &k_avx2 : nullptr;
   }();
   return k;
 }
