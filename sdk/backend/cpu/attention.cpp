@@ -51,14 +51,13 @@ void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasO
   float m = -std::numeric_limits<float>::infinity();
   const kernels& kern = active_kernels();  // the reference's bits in every set
   int64_t key = 0;
-  if (kern.dot_block != nullptr && pb.k.type == dtype::f32) {
-    // Four keys in consecutive rows of an f32 cache at once: four independent sums.
-    const float* kb = reinterpret_cast<const float*>(pb.k.base);
+  if (pb.k.type == dtype::f32) {
+    // Four keys in consecutive rows of an f32 cache (read in place) at once.
     for (; key + 4 <= n; key += 4) {
       const int64_t r = row_of(key);
       if (row_of(key + 1) != r + 1 || row_of(key + 2) != r + 2 || row_of(key + 3) != r + 3) break;
       float s[8];
-      kern.dot_block(kb + (k0 + r) * hd, 4, qi, 1, hd, s);
+      kern.dot_block(pb.k.row(k0 + r, tmp), 4, qi, 1, hd, s);
       for (int64_t j = 0; j < 4; ++j) {
         p[static_cast<size_t>(key + j)] = s[j] * pb.scale + bias_of(key + j);
         m = std::max(m, p[static_cast<size_t>(key + j)]);

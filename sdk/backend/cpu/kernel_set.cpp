@@ -12,7 +12,7 @@ namespace {
 
 bool dot_rows_types_none(dtype) { return false; }
 
-const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, nullptr, add_scaled};
+const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, dot_block, add_scaled};
 
 const kernels* kernels_of(kernel_set s) {
   switch (s) {

@@ -45,7 +45,8 @@ struct kernels {
   bool (*dot_rows_types)(dtype type);
   // out[i * 4 + r] = w[r] . x[i] for r < rows <= 4 and i < nx <= 2: w [rows][n] and x [nx][n]
   // f32 (row stride n), each dot product as dot_f32 computes it. A prefill product's register
-  // block: eight independent sums where dot_f32 has one chain of adds. Null: dot_f32 per pair.
+  // block (the reference: dot_f32 per pair; a SIMD set: eight independent sums where dot_f32
+  // has one chain of adds).
   void (*dot_block)(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
   // y[d] += a * x[d] for d < n (each element a multiply then an add, as the reference loop).
   void (*add_scaled)(float* y, const float* x, float a, int64_t n);

@@ -235,54 +235,34 @@ void dot_rows_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, 
   }
 }
 
-// A full block (4 weight rows x 2 input rows, or 4 x 1): 8 (4) sums, each a dot_f32 of its own (lane k mod 8,
-// products added in order, the same tail and reduction), interleaved so that the adds of one
-// sum wait on nothing of the others: 6 loads, 8 multiplies and 8 adds per 8 elements, in 15
-// of the 16 registers. Partial blocks take dot_f32 per pair.
-SA_AVX2 void dot_block_4x1(const float* w, const float* x, int64_t n, float* out) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  const float *w0 = w, *w1 = w + n, *w2 = w + 2 * n, *w3 = w + 3 * n;
+// A full block of 4 weight rows x NX input rows (NX = 1 or 2): 4 NX sums, each a dot_f32 of its
+// own (lane k mod 8, products added in order, the same tail and reduction), interleaved so that
+// the adds of one sum wait on nothing of the others. NX = 2: 6 loads, 8 multiplies and 8 adds
+// per 8 elements in 15 of the 16 registers. Partial blocks take dot_f32 per pair.
+template <int NX>
+SA_AVX2 void dot_block_full(const float* w, const float* x, int64_t n, float* out) {
+  __m256 acc[NX][4];
+  for (int i = 0; i < NX; ++i)
+    for (int r = 0; r < 4; ++r) acc[i][r] = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 8 <= n; k += 8) {
-    const __m256 u = _mm256_loadu_ps(x + k);
-    a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(w0 + k), u));
-    a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_loadu_ps(w1 + k), u));
-    a2 = _mm256_add_ps(a2, _mm256_mul_ps(_mm256_loadu_ps(w2 + k), u));
-    a3 = _mm256_add_ps(a3, _mm256_mul_ps(_mm256_loadu_ps(w3 + k), u));
+    __m256 v[4];
+    for (int r = 0; r < 4; ++r) v[r] = _mm256_loadu_ps(w + r * n + k);
+    for (int i = 0; i < NX; ++i) {
+      const __m256 u = _mm256_loadu_ps(x + i * n + k);
+      for (int r = 0; r < 4; ++r) acc[i][r] = _mm256_add_ps(acc[i][r], _mm256_mul_ps(v[r], u));
+    }
   }
-  const __m256 acc[4] = {a0, a1, a2, a3};
-  for (int r = 0; r < 4; ++r) out[r] = k < n ? finish(acc[r], w + r * n + k, x + k, n - k) : reduce8(acc[r]);
+  for (int i = 0; i < NX; ++i)
+    for (int r = 0; r < 4; ++r)
+      out[i * 4 + r] = k < n ? finish(acc[i][r], w + r * n + k, x + i * n + k, n - k) : reduce8(acc[i][r]);
 }
 
 SA_AVX2 void dot_block_avx2(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out) {
-  if (rows == 4 && nx == 1) return dot_block_4x1(w, x, n, out);
-  if (rows != 4 || nx != 2) {
-    for (int64_t i = 0; i < nx; ++i)
-      for (int64_t r = 0; r < rows; ++r) out[i * 4 + r] = dot_f32_avx2(w + r * n, x + i * n, n);
-    return;
-  }
-  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
-  __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
-  const float *w0 = w, *w1 = w + n, *w2 = w + 2 * n, *w3 = w + 3 * n, *x0 = x, *x1 = x + n;
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const __m256 v0 = _mm256_loadu_ps(w0 + k), v1 = _mm256_loadu_ps(w1 + k);
-    const __m256 v2 = _mm256_loadu_ps(w2 + k), v3 = _mm256_loadu_ps(w3 + k);
-    const __m256 u0 = _mm256_loadu_ps(x0 + k);
-    a00 = _mm256_add_ps(a00, _mm256_mul_ps(v0, u0));
-    a01 = _mm256_add_ps(a01, _mm256_mul_ps(v1, u0));
-    a02 = _mm256_add_ps(a02, _mm256_mul_ps(v2, u0));
-    a03 = _mm256_add_ps(a03, _mm256_mul_ps(v3, u0));
-    const __m256 u1 = _mm256_loadu_ps(x1 + k);
-    a10 = _mm256_add_ps(a10, _mm256_mul_ps(v0, u1));
-    a11 = _mm256_add_ps(a11, _mm256_mul_ps(v1, u1));
-    a12 = _mm256_add_ps(a12, _mm256_mul_ps(v2, u1));
-    a13 = _mm256_add_ps(a13, _mm256_mul_ps(v3, u1));
-  }
-  const __m256 acc[8] = {a00, a01, a02, a03, a10, a11, a12, a13};
-  for (int i = 0; i < 2; ++i)
-    for (int r = 0; r < 4; ++r)
-      out[i * 4 + r] = k < n ? finish(acc[i * 4 + r], w + r * n + k, x + i * n + k, n - k) : reduce8(acc[i * 4 + r]);
+  if (rows == 4 && nx == 2) return dot_block_full<2>(w, x, n, out);
+  if (rows == 4 && nx == 1) return dot_block_full<1>(w, x, n, out);
+  for (int64_t i = 0; i < nx; ++i)
+    for (int64_t r = 0; r < rows; ++r) out[i * 4 + r] = dot_f32_avx2(w + r * n, x + i * n, n);
 }
 
 SA_AVX2 void add_scaled_avx2(float* y, const float* x, float a, int64_t n) {

@@ -23,11 +23,6 @@ constexpr int64_t TILE = 4;
 constexpr int64_t LANES = 8;
 constexpr int64_t FUSED_MAX_ROWS = 4;  // input rows up to which weights are expanded per row
 
-// out[r] = w[r] . x for the r < rows rows of w [rows][n] (row stride n).
-void dot_tile(const kernels& k, const float* w, int64_t rows, const float* x, int64_t n, float* out) {
-  for (int64_t r = 0; r < rows; ++r) out[r] = k.dot_f32(w + r * n, x, n);
-}
-
 void store_tile(float* y, const float* out, int64_t rows, bool accumulate) {
   if (accumulate)
     for (int64_t r = 0; r < rows; ++r) y[r] += out[r];
@@ -43,6 +38,11 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     for (int64_t j = 0; j < LANES; ++j) acc[j] += a[k + j] * b[k + j];
   for (int64_t j = 0; k < n; ++k, ++j) acc[j] += a[k] * b[k];
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out) {
+  for (int64_t i = 0; i < nx; ++i)
+    for (int64_t r = 0; r < rows; ++r) out[i * 4 + r] = dot_f32(w + r * n, x + i * n, n);
 }
 
 void add_scaled(float* y, const float* x, float a, int64_t n) {
@@ -70,7 +70,7 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
     std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
     if (type != dtype::f32 && buf.size() < static_cast<size_t>(TILE * n_in))
       buf.resize(static_cast<size_t>(TILE * n_in));
-    float out[TILE];
+    float block[2 * TILE];  // [input row of the pair][tile row]
     for (int64_t o = begin; o < end; o += TILE) {
       const int64_t rows = std::min(TILE, end - o);
       const float* tile;
@@ -82,18 +82,10 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
                          n_in);
         tile = buf.data();
       }
-      if (k.dot_block != nullptr) {
-        float block[2 * TILE];
-        for (int64_t i = 0; i < n; i += 2) {
-          const int64_t nx = std::min<int64_t>(2, n - i);
-          k.dot_block(tile, rows, x + i * n_in, nx, n_in, block);
-          for (int64_t j = 0; j < nx; ++j) store_tile(y + (i + j) * n_out + o, block + j * TILE, rows, accumulate);
-        }
-        continue;
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        dot_tile(k, tile, rows, x + i * n_in, n_in, out);
-        store_tile(y + i * n_out + o, out, rows, accumulate);
+      for (int64_t i = 0; i < n; i += 2) {
+        const int64_t nx = std::min<int64_t>(2, n - i);
+        k.dot_block(tile, rows, x + i * n_in, nx, n_in, block);
+        for (int64_t j = 0; j < nx; ++j) store_tile(y + (i + j) * n_out + o, block + j * TILE, rows, accumulate);
       }
     }
   });

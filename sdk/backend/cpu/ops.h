@@ -36,6 +36,8 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
 
 // Plain f32 dot product with a fixed summation order (8 interleaved partial sums).
 float dot_f32(const float* a, const float* b, int64_t n);
+// out[i * 4 + r] = dot_f32(w + r n, x + i n, n) for r < rows <= 4, i < nx <= 2 (kernel_set.h).
+void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
 // y[d] += a * x[d], the reference loop.
 void add_scaled(float* y, const float* x, float a, int64_t n);
 // silu(g) * u, the arithmetic of swiglu_elems.
