@@ -778,8 +778,11 @@ int32_t split_count(const attention_args& a, int32_t n_sms, bool per_head = fals
 }  // namespace
 
 // In attention_prefill.cu: the tensor-core path for many rows, when it takes these shapes.
+// Few row blocks over a long kv_bound are split over the keys through work, of
+// flash_workspace_bytes (0: no split, work may be null).
 bool flash_supported(const attention_args& a);
-cudaError_t launch_flash_attention(const attention_args& a, cudaStream_t s);
+size_t flash_workspace_bytes(const attention_args& a, int32_t n_sms);
+cudaError_t launch_flash_attention(const attention_args& a, void* work, int32_t n_sms, cudaStream_t s);
 
 // MAX_COUNTERS merge counters first (zero when the workspace is made, and every merging block
 // resets its own, so they are zero between launches whatever shapes used the rest), then the
@@ -825,14 +828,20 @@ cudaError_t launch_split(const attention_args& a, const page_table& pt, void* wo
 }
 }  // namespace
 
+// The flash path's partials go after the MAX_COUNTERS merge counters: the same scratch serves
+// the split kernels, which need those counters left zero.
 size_t attention_workspace_bytes(const attention_args& a, int32_t n_sms) {
-  if (flash_supported(a)) return 0;
+  if (flash_supported(a)) {
+    const size_t bytes = flash_workspace_bytes(a, n_sms);
+    return bytes ? MAX_COUNTERS * sizeof(int32_t) + bytes : 0;
+  }
   return split_workspace_bytes(a, split_count(a, n_sms));
 }
 
 cudaError_t launch_attention(const attention_args& a, void* work, int32_t n_sms, cudaStream_t s) {
   if (a.n <= 0) return cudaSuccess;
-  if (flash_supported(a)) return launch_flash_attention(a, s);
+  if (flash_supported(a))
+    return launch_flash_attention(a, work ? static_cast<int32_t*>(work) + MAX_COUNTERS : nullptr, n_sms, s);
   return launch_split(a, page_table{}, work, n_sms, s);
 }
 

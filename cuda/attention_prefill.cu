@@ -1,14 +1,32 @@
 // Attention for many query rows (prefill chunks): flash attention on tensor cores.
 //
-// grid: (ceil(n / 64), n_heads); 4 warps, each 16 query rows of one head. Q (pre-scaled by
-// scale * log2 e) is converted to the cache's 16-bit type and held in registers as mma A
-// fragments; K and V tiles of 64 keys stream through shared memory (cp.async, two stages);
-// S = Q K^T and O += P V run as mma.m16n8k16 with f32 accumulators and an online softmax in
-// log2 units. Row i sees keys [0, kv_len[i]) (causal for a prefill chunk, any lengths in
-// general): tiles past the block's longest row are skipped, partial ones masked per element.
-// Bytes: Q once, K and V once per 64-row block of each head (the other heads of a GQA group
-// and later row blocks find them in L2), out and lse once. FLOPs: 4 * sum(kv_len) * head_dim
-// per head.
+// flash_kernel: grid (ceil(n / 64), n_heads, n_splits); 4 warps, each 16 query rows of one head.
+// Q (pre-scaled by scale * log2 e) is converted to the cache's 16-bit type and held in
+// registers as mma A fragments; K and V tiles of 64 keys stream through shared memory
+// (cp.async, two stages); S = Q K^T and O += P V run as mma.m16n8k16 with f32 accumulators and
+// an online softmax in log2 units. Row i sees keys [0, kv_len[i]) (causal for a prefill chunk,
+// any lengths in general): tiles past the block's longest row are skipped, partial ones masked
+// per element.
+// Few row blocks over long keys (a handful of rows re-run against a long cache) would leave
+// most SMs idle, each block streaming the whole context: then the key tiles of kv_bound are cut
+// into n_splits contiguous ranges of tiles_per_split tiles (blockIdx.z; the last range also
+// takes any tiles past kv_bound), so the grid reaches about two blocks per SM. A split block
+// writes its rows' partials over its range: out normalised by the range's own sum, and lse
+// (natural log); out 0 and lse -inf for a row that sees no key of the range, as every row does
+// when the range starts past the block's longest row. flash_merge_kernel then combines the
+// partials of each (row, head): lse = log sum_s e^lse_s, out = sum_s e^(lse_s - lse) out_s.
+// The ranges follow kv_bound, not the lengths (read on the device), so a recorded step replays
+// for every length up to its bound. With one split the kernel writes out and lse itself and
+// no workspace is used.
+//
+// Workspace (split only): partial out [n][n_heads][n_splits][head_dim] floats, then partial
+// lse [n][n_heads][n_splits] floats.
+// Bytes: Q once per split, K and V once per 64-row block of each head (the other heads of a
+// GQA group and later row blocks find them in L2; splits read disjoint ranges), out and lse
+// once; split: the partials n * n_heads * n_splits * (head_dim + 1) * 4 written once and read
+// once by the merge. FLOPs: 4 * sum(kv_len) * head_dim per head.
+#include <algorithm>
+
 #include "common.cuh"
 #include "mma.cuh"
 
@@ -20,9 +38,17 @@ constexpr int BM = 64, BN = 64;
 constexpr int k_threads = 128;
 constexpr float k_log2e = 1.4426950408889634f;
 constexpr float k_ln2 = 0.6931471805599453f;
+constexpr int64_t k_min_split_tiles = 4;  // key tiles a split streams at the least
 
-template <bool BF16, int HD>
-__global__ void __launch_bounds__(k_threads) flash_kernel(const attention_args a) {
+// The split of the keys over blockIdx.z (n_splits 1: none, and the pointers are null).
+struct flash_split {
+  int32_t n_splits = 1, tiles_per_split = 0;
+  float* out = nullptr;  // [n][n_heads][n_splits][head_dim]
+  float* lse = nullptr;  // [n][n_heads][n_splits]
+};
+
+template <bool BF16, int HD, bool SPLIT>
+__global__ void __launch_bounds__(k_threads) flash_kernel(const attention_args a, const flash_split sp) {
   pdl_begin();
   using half_t = uint16_t;  // f16 or bf16 bits
   constexpr int LD = HD + 8;  // padded rows: conflict-free ldmatrix
@@ -56,6 +82,13 @@ __global__ void __launch_bounds__(k_threads) flash_kernel(const attention_args a
   int32_t kmax = 0;
   for (int r = 0; r < BM; ++r) kmax = max(kmax, row_len[r]);
   const int n_tiles = (kmax + BN - 1) / BN;
+  // This block's tiles [t0, t1): all of them, or its split's range (the last split runs to the
+  // end, whatever kv_bound said); empty when the range starts past the longest row.
+  int t0 = 0, t1 = n_tiles;
+  if constexpr (SPLIT) {
+    t0 = static_cast<int>(blockIdx.z) * sp.tiles_per_split;
+    t1 = static_cast<int>(blockIdx.z) + 1 == sp.n_splits ? n_tiles : min(n_tiles, t0 + sp.tiles_per_split);
+  }
 
   // This warp's Q fragments: 16 rows x HD.
   uint32_t qf[HD / 16][4];
@@ -85,13 +118,13 @@ __global__ void __launch_bounds__(k_threads) flash_kernel(const attention_args a
     for (int e = 0; e < 4; ++e) o[i][e] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows g and g + 8
 
-  if (n_tiles > 0) {
-    load_tile(0, 0);
+  if (t0 < t1) {
+    load_tile(t0, 0);
     cp_async_commit();
   }
-  for (int t = 0; t < n_tiles; ++t) {
-    const int buf = t % 2;
-    if (t + 1 < n_tiles) {
+  for (int t = t0; t < t1; ++t) {
+    const int buf = (t - t0) % 2;
+    if (t + 1 < t1) {
       load_tile(t + 1, buf ^ 1);
       cp_async_commit();
       cp_async_wait<1>();
@@ -183,33 +216,98 @@ __global__ void __launch_bounds__(k_threads) flash_kernel(const attention_args a
     __syncthreads();  // this buffer is refilled two tiles on
   }
 
-  // Normalise and write rows g and g + 8 of this warp.
+  // Normalise and write rows g and g + 8 of this warp (a split: its partial, empty ones too).
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int64_t row = r0 + warp * 16 + g + 8 * half;
     if (row >= a.n) continue;
     const float l = half ? l1 : l0, m = half ? m1 : m0;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    float* out = a.out + (row * a.n_heads + h) * HD;
+    const int64_t item = SPLIT ? (row * a.n_heads + h) * sp.n_splits + blockIdx.z : row * a.n_heads + h;
+    float* out = (SPLIT ? sp.out : a.out) + item * HD;
 #pragma unroll
     for (int i = 0; i < HD / 8; ++i) {
       out[i * 8 + 2 * c] = o[i][2 * half] * inv;
       out[i * 8 + 2 * c + 1] = o[i][2 * half + 1] * inv;
     }
-    if (c == 0) a.lse[row * a.n_heads + h] = l > 0.0f ? (m + log2f(l)) * k_ln2 : -INFINITY;
+    if (c == 0) (SPLIT ? sp.lse : a.lse)[item] = l > 0.0f ? (m + log2f(l)) * k_ln2 : -INFINITY;
   }
 }
 
-template <bool BF16, int HD>
-cudaError_t run(const attention_args& a, cudaStream_t s) {
+// The partials of the splits combined: grid ceil(n * n_heads / 4), 4 warps, one (row, head)
+// each; a lane holds head_dim / 32 elements (d = lane + 32 j). Weights e^(lse_s - max): a
+// split with lse -inf adds nothing and is not read; all empty gives out 0, lse -inf.
+// Bytes: the non-empty partials (head_dim + 1 floats each) once, out and lse once.
+template <int HD>
+__global__ void __launch_bounds__(k_threads) flash_merge_kernel(const attention_args a, const flash_split sp) {
+  pdl_begin();
+  const int lane = threadIdx.x % k_warp;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (k_threads / k_warp) + threadIdx.x / k_warp;
+  if (item >= a.n * a.n_heads) return;
+  const float* pl = sp.lse + item * sp.n_splits;       // [n_splits]
+  const float* po = sp.out + item * sp.n_splits * HD;  // [n_splits][head_dim]
+  float mx = -INFINITY;
+  for (int i = lane; i < sp.n_splits; i += k_warp) mx = fmaxf(mx, pl[i]);
+  mx = warp_max(mx);
+  float acc[HD / k_warp];
+#pragma unroll
+  for (int j = 0; j < HD / k_warp; ++j) acc[j] = 0.0f;
+  float sum = 0.0f;
+  if (mx != -INFINITY) {
+    for (int i = 0; i < sp.n_splits; ++i) {
+      const float w = expf(pl[i] - mx);
+      if (w == 0.0f) continue;  // the same for the whole warp
+      sum += w;
+#pragma unroll
+      for (int j = 0; j < HD / k_warp; ++j) acc[j] += w * po[static_cast<int64_t>(i) * HD + j * k_warp + lane];
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  float* out = a.out + item * HD;  // [head_dim]
+#pragma unroll
+  for (int j = 0; j < HD / k_warp; ++j) out[j * k_warp + lane] = acc[j] * inv;
+  if (lane == 0) a.lse[item] = sum > 0.0f ? mx + logf(sum) : -INFINITY;
+}
+
+// How many splits: none unless the blocks of rows and heads are fewer than 2 per SM and
+// kv_bound holds at least k_min_split_tiles tiles per split; then enough splits for 2 blocks
+// per SM (at most one per k_min_split_tiles tiles), evened out so that no range lies wholly
+// past kv_bound.
+flash_split plan_split(const attention_args& a, int32_t n_sms) {
+  flash_split sp;
+  const int64_t blocks = ceil_div(a.n, BM) * a.n_heads;
+  const int64_t target = 2 * static_cast<int64_t>(n_sms);
+  const int64_t tiles = ceil_div(a.kv_bound, BN);
+  if (blocks <= 0 || blocks >= target) return sp;
+  const int64_t want = std::min(ceil_div(target, blocks), std::max<int64_t>(1, tiles / k_min_split_tiles));
+  if (want <= 1) return sp;
+  const int64_t per = ceil_div(tiles, want);
+  sp.n_splits = static_cast<int32_t>(ceil_div(tiles, per));
+  sp.tiles_per_split = static_cast<int32_t>(per);
+  return sp;
+}
+
+template <bool BF16, int HD, bool SPLIT>
+cudaError_t launch_blocks(const attention_args& a, const flash_split& sp, cudaStream_t s) {
   constexpr int LD = HD + 8;
   const size_t smem = static_cast<size_t>(BM + 4 * BN) * LD * sizeof(uint16_t);
-  const cudaError_t e = cudaFuncSetAttribute(flash_kernel<BF16, HD>,
+  const cudaError_t e = cudaFuncSetAttribute(flash_kernel<BF16, HD, SPLIT>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.n, BM)), static_cast<unsigned>(a.n_heads));
-  launch_kernel(flash_kernel<BF16, HD>, grid, k_threads, smem, s, a);
+  const dim3 grid(static_cast<unsigned>(ceil_div(a.n, BM)), static_cast<unsigned>(a.n_heads),
+                  static_cast<unsigned>(sp.n_splits));
+  launch_kernel(flash_kernel<BF16, HD, SPLIT>, grid, k_threads, smem, s, a, sp);
+  return cudaGetLastError();
+}
+
+template <bool BF16, int HD>
+cudaError_t run(const attention_args& a, const flash_split& sp, cudaStream_t s) {
+  if (sp.n_splits == 1) return launch_blocks<BF16, HD, false>(a, sp, s);
+  const cudaError_t e = launch_blocks<BF16, HD, true>(a, sp, s);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(ceil_div(a.n * a.n_heads, k_threads / k_warp)));
+  launch_kernel(flash_merge_kernel<HD>, grid, k_threads, 0, s, a, sp);
   return cudaGetLastError();
 }
 
@@ -220,10 +318,22 @@ bool flash_supported(const attention_args& a) {
          (a.head_dim == 64 || a.head_dim == 128);
 }
 
-cudaError_t launch_flash_attention(const attention_args& a, cudaStream_t s) {
+size_t flash_workspace_bytes(const attention_args& a, int32_t n_sms) {
+  const flash_split sp = plan_split(a, n_sms);
+  if (sp.n_splits == 1) return 0;
+  return static_cast<size_t>(a.n) * a.n_heads * sp.n_splits * (a.head_dim + 1) * sizeof(float);
+}
+
+cudaError_t launch_flash_attention(const attention_args& a, void* work, int32_t n_sms, cudaStream_t s) {
+  flash_split sp = plan_split(a, n_sms);
+  if (sp.n_splits > 1) {
+    if (!work) return cudaErrorInvalidValue;
+    sp.out = static_cast<float*>(work);
+    sp.lse = sp.out + static_cast<size_t>(a.n) * a.n_heads * sp.n_splits * a.head_dim;
+  }
   const bool bf16 = a.kv_type == etype::bf16;
-  if (a.head_dim == 64) return bf16 ? run<true, 64>(a, s) : run<false, 64>(a, s);
-  return bf16 ? run<true, 128>(a, s) : run<false, 128>(a, s);
+  if (a.head_dim == 64) return bf16 ? run<true, 64>(a, sp, s) : run<false, 64>(a, sp, s);
+  return bf16 ? run<true, 128>(a, sp, s) : run<false, 128>(a, sp, s);
 }
 
 }  // namespace sa::cuda

@@ -760,6 +760,64 @@ TEST_P(ops, long_decode_rows_and_a_4k_prefill_agree_with_the_cpu) {
   }
 }
 
+TEST_P(ops, few_rows_over_a_long_cache_split_the_keys_and_agree_with_the_cpu) {
+  // A few rows re-run against a long cache (as ReSA's rectification does): too few blocks of
+  // rows and heads to fill a device, which splits the keys over blocks and merges the partials.
+  // Causal rows plus a 5-key row and an empty one; kv_bound past every length (as a replayed
+  // step has it), so some key ranges are past every row. Some rows are checked against double
+  // on every backend, a device's whole output against the CPU backend.
+  struct shape {
+    int32_t n_heads, n_kv, hd;
+    int64_t n, n_keys;
+  };
+  for (dtype type : {dtype::f16, dtype::bf16}) {
+    for (const shape& sh : {shape{32, 8, 128, 40, 20000}, shape{4, 2, 64, 33, 9000}}) {
+      std::vector<int32_t> kv_len;
+      for (int64_t i = 0; i < sh.n; ++i) kv_len.push_back(static_cast<int32_t>(sh.n_keys - sh.n + i + 1));
+      kv_len[3] = 5;
+      kv_len[7] = 0;
+      const int64_t cap = sh.n_keys + 300;  // also the bound
+      const std::vector<float> q = random_vec(static_cast<size_t>(sh.n * sh.n_heads * sh.hd), 40);
+      const std::vector<float> k = rounded(random_vec(static_cast<size_t>(sh.n_kv * cap * sh.hd), 41, 2.0f), type);
+      const std::vector<float> v = rounded(random_vec(static_cast<size_t>(sh.n_kv * cap * sh.hd), 42), type);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sh.hd));
+      std::vector<float> outs[2], lses[2];  // [0] the CPU backend, [1] this one
+      for (int which = cpu() ? 1 : 0; which < 2; ++which) {
+        harness h(which == 0 ? backend_kind::cpu : GetParam(), 0);
+        const tensor qt = h.upload(q, sh.n_heads * sh.hd, sh.n);
+        const tensor kt = h.upload(k, sh.hd, sh.n_kv * cap, type), vt = h.upload(v, sh.hd, sh.n_kv * cap, type);
+        const tensor out = h.upload(std::vector<float>(q.size(), NAN), sh.n_heads * sh.hd, sh.n);
+        const tensor lse = h.upload(std::vector<float>(static_cast<size_t>(sh.n * sh.n_heads), NAN), sh.n_heads, sh.n);
+        h.be->attention(qt, sa::kv_view{&kt, &vt, cap, 0, nullptr}, sh.n_heads, sh.n_kv, sh.hd,
+                        h.ints(kv_len), cap, scale, out, lse, nullptr);
+        outs[which] = h.download(out);
+        lses[which] = h.download(lse);
+      }
+      const double t = tol(1e-5, device_attention_tol(type, sh.hd));
+      // The short, the empty and the longest row against double.
+      const int64_t rows[] = {3, 7, sh.n - 1};
+      const size_t row_size = static_cast<size_t>(sh.n_heads * sh.hd);
+      std::vector<float> q_rows, out_rows, lse_rows;
+      std::vector<int32_t> len_rows;
+      for (int64_t r : rows) {
+        const size_t i = static_cast<size_t>(r);
+        q_rows.insert(q_rows.end(), q.begin() + static_cast<std::ptrdiff_t>(i * row_size),
+                      q.begin() + static_cast<std::ptrdiff_t>((i + 1) * row_size));
+        out_rows.insert(out_rows.end(), outs[1].begin() + static_cast<std::ptrdiff_t>(i * row_size),
+                        outs[1].begin() + static_cast<std::ptrdiff_t>((i + 1) * row_size));
+        lse_rows.insert(lse_rows.end(), lses[1].begin() + r * sh.n_heads, lses[1].begin() + (r + 1) * sh.n_heads);
+        len_rows.push_back(kv_len[i]);
+      }
+      const attention_ref ref(q_rows, k, v, sh.n_heads, sh.n_kv, sh.hd, cap, cap, len_rows, scale);
+      EXPECT_LT(rel_err(out_rows, ref.out), t) << sa::traits(type).name << " heads " << sh.n_heads << " rows " << sh.n;
+      expect_lse(lse_rows, ref.lse, t);
+      if (cpu()) continue;
+      EXPECT_LT(rel_err(outs[1], outs[0]), t) << sa::traits(type).name << " heads " << sh.n_heads << " rows " << sh.n;
+      expect_lse(lses[1], std::vector<double>(lses[0].begin(), lses[0].end()), t);
+    }
+  }
+}
+
 TEST_P(ops, attention_reads_values_through_an_index_and_sums_key_mass) {
   // Keys compact [n_kv][n_keys][hd]; values scattered in a bigger cache at v_rows.
   for (dtype type : k_kv_types) {
