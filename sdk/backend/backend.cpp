@@ -175,4 +175,32 @@ void backend::mask_pages(const tensor&, int64_t, const tensor&, const tensor&, i
   fail(SA_ERR_UNSUPPORTED, "mask_pages (PRR) is not implemented on the %s backend", name());
 }
 
+void backend::vattention_budget(const tensor&, const kv_view&, int32_t, int32_t, int32_t, int32_t, bool,
+                                const tensor&, int64_t, const tensor&, int64_t, float, const vattention_params&,
+                                const tensor&, const tensor&, const tensor&) {
+  fail(SA_ERR_UNSUPPORTED, "vattention_budget (vAttention) is not implemented on the %s backend", name());
+}
+
+void backend::vattention_sample(const tensor&, const kv_view&, int32_t, int32_t, int32_t, int32_t, bool,
+                                const tensor&, int64_t, const tensor&, int64_t, float, const vattention_params&,
+                                const tensor&, const tensor&, const tensor&) {
+  fail(SA_ERR_UNSUPPORTED, "vattention_sample (vAttention) is not implemented on the %s backend", name());
+}
+
+void check_vattention(const char* op, const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                      int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                      int64_t select_bound, const tensor& plan, int64_t keys_bound, const tensor& record,
+                      const tensor& out, const tensor& lse) {
+  if (n_heads < 1 || n_kv_heads < 1 || n_heads % n_kv_heads != 0 || head_dim < 1)
+    fail(SA_ERR_INTERNAL, "%s: %d query heads of %d over %d KV heads", op, n_heads, head_dim, n_kv_heads);
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
+  if (!is_page_plan(plan) || page_size < 1 || select_bound < 1 || keys_bound < 1 || keys_bound > kv.capacity ||
+      keys_bound > INT32_MAX || kv.v_rows || pages.type != dtype::i32 || pages.elements() < rankers * select_bound ||
+      q.type != dtype::f32 || q.elements() != int64_t{n_heads} * head_dim || record.type != dtype::i32 ||
+      record.elements() < int64_t{n_heads} * 4 || out.type != dtype::f32 ||
+      out.elements() != int64_t{n_heads} * head_dim || lse.type != dtype::f32 || lse.elements() != n_heads)
+    fail(SA_ERR_INTERNAL, "%s: shapes that do not fit (%d heads, %lld pages per ranker, %lld keys bound)", op,
+         n_heads, static_cast<long long>(select_bound), static_cast<long long>(keys_bound));
+}
+
 }  // namespace sa

@@ -133,6 +133,14 @@ struct sampler_config {
   uint64_t seed = 0;
 };
 
+// vAttention's settings for one layer's draws (sparse_config's, and the layer).
+struct vattention_params {
+  uint64_t seed = 0;
+  int32_t layer = 0;
+  float pilot_ratio = 0.1f;
+  double epsilon = 0.05, delta = 0.05;
+};
+
 // What one device of a backend kind is.
 struct device_info {
   std::string name;            // "NVIDIA H100 80GB HBM3", "CPU (16 threads)"
@@ -387,6 +395,40 @@ class backend {
                           int64_t b_bound, const tensor& plan_b, int32_t n_rankers,
                           bool keep_shared, const tensor& out);
 
+  // ---- vAttention on the device: one decode row (policy/vattention.h) --------------------
+  // Ops a backend may lack (has_vattention() false; the defaults throw SA_ERR_UNSUPPORTED).
+  // They follow select_pages and attention_pages, which put the deterministic part — the
+  // exact attention of query head h over the selected pages of its ranker — into (out, lse).
+  // The residual of head h is every key of the pages its ranker did not select:
+  // n_s = (plan[1] - plan[2]) * page_size keys (the newest page is always selected, so they
+  // are whole pages), its t-th key vattention::residual_key(selected, page_size, t). Draws come
+  // from vattention::permutation(p.seed, plan[0] - 1, p.layer, h, purpose, n_s).
+  virtual bool has_vattention() const { return false; }
+  // The sample sizes. With n_s > k_min_pilot, the pilot is the residual keys of the first
+  // n_b = pilot_size(n_s, p.pilot_ratio) k_pilot draws; their scores (scale q . k), value norms
+  // |v|^2 and partial attention, with the exact part in (out, lse), give
+  // sample_budget(p.epsilon, p.delta, n_s, ...), whose clamped size is b; without a pilot,
+  // b = n_s. Writes record i32 [n_heads][4] = {b, keys read = (plan[0] - n_s) + n_b + b -
+  // shared_draws(pilot, n_b, sample, b), the CLT's size before clamping (ceil, at most
+  // 2^31 - 1; n_s without a pilot), n_b}; the keys read are final once vattention_sample has
+  // run (a backend may take the shared draws off there). keys_bound >= plan[0] is a launch
+  // shape.
+  virtual void vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                 int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                 bool group_mean, const tensor& pages, int64_t select_bound,
+                                 const tensor& plan, int64_t keys_bound, float scale,
+                                 const vattention_params& p, const tensor& out, const tensor& lse,
+                                 const tensor& record);
+  // The estimate: the residual keys of the first b (record[h][0]) k_sample draws, each weighted
+  // n_s / b (a log weight log(n_s / b) on its score), attended and merged into (out, lse) as
+  // merge_attention does (b = 0 leaves them unchanged).
+  virtual void vattention_sample(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                 int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                 bool group_mean, const tensor& pages, int64_t select_bound,
+                                 const tensor& plan, int64_t keys_bound, float scale,
+                                 const vattention_params& p, const tensor& record,
+                                 const tensor& out, const tensor& lse);
+
   // dst[g][j] = rope(src[g][rows[j]], positions[j]) for every kv head g and j < n.
   //   src [n_kv_heads][src_capacity][head_dim]; dst [n_kv_heads][dst_capacity][head_dim], both
   //   of the cache type; rows, positions i32 [n].
@@ -425,6 +467,12 @@ int64_t check_unseen_pages(const tensor& q, int32_t n_heads, int32_t n_kv_heads,
                            const tensor& rows, const tensor& keys);
 void check_stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan, int32_t n_rankers,
                        bool every_page, const tensor& stamps, int64_t pages_capacity);
+
+// The argument shapes of the vAttention ops (SA_ERR_INTERNAL naming the op).
+void check_vattention(const char* op, const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                      int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                      int64_t select_bound, const tensor& plan, int64_t keys_bound, const tensor& record,
+                      const tensor& out, const tensor& lse);
 
 // A backend of the given kind on device `device` (CPU: ignored); n_threads 0 = one per core
 // (CPU). Throws SA_ERR_UNSUPPORTED for kinds not compiled in or devices not present, with a

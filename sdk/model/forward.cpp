@@ -134,6 +134,7 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
   if (e.sparse) e.sparse->commit();
 
   const uint64_t key_bytes = e.mem.key_bytes();
+  if (sparse_row && e.sparse->figures_pending()) return k_kv_read_deferred;
   if (sparse_row) return e.sparse->keys_read() * key_bytes / static_cast<uint64_t>(hp.n_heads);
   return static_cast<uint64_t>(m.keys_read) * static_cast<uint64_t>(hp.n_layers) * key_bytes;
 }

@@ -52,7 +52,9 @@ struct token_draw {
 // Runs every layer over a batch (appended to or rewritten in `mem`, which gives the rows'
 // positions and keeps their K/V), commits it, computes the logits of the last n_logit_rows
 // rows into workspace::logits and, with `draw`, the next token. Returns the K/V bytes
-// attention read.
+// attention read, or k_kv_read_deferred when a sparse row's figures are still on the backend
+// (its sparse_attention::keys_read() fetches them).
+constexpr uint64_t k_kv_read_deferred = ~uint64_t{0};
 uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
                  const token_draw* draw);
 

@@ -10,8 +10,6 @@
 namespace sa {
 
 namespace {
-constexpr int64_t kMinPilot = 64;  // fewest pilot keys; a smaller residual is taken whole
-
 // The slots [0, n) not in b (b ascending), ascending.
 void complement(int64_t n, const std::vector<int32_t>& b, std::vector<int32_t>& out) {
   out.clear();
@@ -41,6 +39,7 @@ sparse_attention::sparse_attention(backend& be, step_buffer& step, const hparams
   lse_b_ = new_f32_tensor(be, buffers_, hp.n_heads, 1);
   dense_out_ = new_f32_tensor(be, buffers_, hp.head_dim, hp.n_heads);
   dense_lse_ = new_f32_tensor(be, buffers_, hp.n_heads, 1);
+  if (samples_on_backend()) records_ = new_tensor(be, buffers_, dtype::i32, 4 * int64_t{hp.n_heads}, hp.n_layers);
   if (c.retro_window > 0) {
     if (c.method != sparse_method::quest)
       fail(SA_ERR_UNSUPPORTED, "RetroAttention corrects past outputs with Quest's pages; it does not "
@@ -92,6 +91,7 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
   if (retro_ && (kind == batch_kind::prefill || kind == batch_kind::rewrite)) retro_->clear();
   if (kind == batch_kind::rewrite) return 0;
   stats_.clear();
+  records_pending_ = false;
   if (kind != batch_kind::decode && kind != batch_kind::retro) return 0;
   if (retro_) {
     if (m.n != retro_->held() + 1)
@@ -118,6 +118,8 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
       }
       stats_.push_back(s);
     }
+  // vAttention's figures come from the device once its layers ran (settle()).
+  records_pending_ = samples_on_backend() && !plan_.dense && c_.dense_layers < hp_.n_layers;
   const int32_t plan[4] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan_.n_pages),
                            static_cast<int32_t>(plan_.n_selected), static_cast<int32_t>(plan_.take)};
   plan_t_ = step_.put(std::span<const int32_t>(plan, 4));
@@ -163,7 +165,24 @@ void sparse_attention::refresh(int32_t layer, const kv_view& kv, const batch_met
   summaries_.refresh(layer, *kv.k, kv.capacity, m.first_slot, m.end_slot, m.n_keys);
 }
 
+const std::vector<head_stat>& sparse_attention::head_stats() const {
+  settle();
+  return stats_;
+}
+
+void sparse_attention::settle() const {
+  if (!records_pending_) return;
+  records_pending_ = false;
+  std::vector<int32_t> rec(static_cast<size_t>(records_.elements()));
+  be_.download(*records_.buf, records_.offset, rec.data(), rec.size() * sizeof(int32_t));
+  for (size_t i = static_cast<size_t>(c_.dense_layers) * static_cast<size_t>(hp_.n_heads); i < stats_.size(); ++i) {
+    stats_[i].keys_attended = rec[4 * i + 1];
+    stats_[i].sample_budget = rec[4 * i + 2];
+  }
+}
+
 uint64_t sparse_attention::keys_read() const {
+  settle();
   uint64_t n = 0;
   for (const head_stat& s : stats_) n += static_cast<uint64_t>(s.keys_attended);
   return n;
@@ -314,7 +333,9 @@ void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view&
     return;
   }
   const bool group = c_.granularity == select_granularity::per_group;
-  if (selects_on_backend()) {
+  if (samples_on_backend()) {
+    vattention_on_backend(layer, q, kv, out, lse);
+  } else if (selects_on_backend()) {
     // Quest: scores, top pages and attention over them, all on the backend. With PRR the
     // predicted pages are attended first and the missed ones repaired after the selection.
     if (prr_) prr_->speculate(layer, q, kv, scale_, out, lse);
@@ -352,6 +373,27 @@ void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view&
   if (c_.check_error) check_error(q, kv, m, out, hs);
 }
 
+void sparse_attention::vattention_on_backend(int32_t layer, const tensor& q, const kv_view& kv,
+                                            const tensor& out, const tensor& lse) {
+  // I_f: Quest's pages, exactly; then the pilot's budget and the weighted sample, merged in.
+  select(layer, q);
+  const bool group = c_.granularity == select_granularity::per_group;
+  be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, selected_,
+                      select_bound_, plan_t_, scale_, out, lse);
+  vattention_params p;
+  p.seed = c_.seed;
+  p.layer = layer;
+  p.pilot_ratio = c_.pilot_ratio;
+  p.epsilon = c_.epsilon;
+  p.delta = c_.delta;
+  const tensor rec = records_.row_range(layer, 1);
+  const int64_t keys_bound = std::min(pages_bound_ * c_.page_size, kv.capacity);
+  be_.vattention_budget(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, selected_,
+                        select_bound_, plan_t_, keys_bound, scale_, p, out, lse, rec);
+  be_.vattention_sample(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, selected_,
+                        select_bound_, plan_t_, keys_bound, scale_, p, rec, out, lse);
+}
+
 void sparse_attention::vattention_step(int32_t layer, const tensor& q, const kv_view& kv,
                                        int64_t n_keys, const tensor& out, const tensor& lse,
                                        head_stat* hs) {
@@ -365,11 +407,10 @@ void sparse_attention::vattention_step(int32_t layer, const tensor& q, const kv_
     complement(n_keys, fixed_[u], residual_[u]);
     const int64_t ns = static_cast<int64_t>(residual_[u].size());
     pilot_[u].clear();
-    if (ns > kMinPilot) {
-      const int64_t nb = std::min<int64_t>(
-          ns, std::max<int64_t>(kMinPilot, static_cast<int64_t>(std::floor(c_.pilot_ratio * static_cast<double>(ns)))));
-      vattention::stream rng(c_.seed, position, layer, h, 1);
-      vattention::sample_without_replacement(rng, residual_[u], nb, pilot_[u]);
+    const int64_t nb = vattention::pilot_size(ns, c_.pilot_ratio);
+    if (nb > 0) {
+      const vattention::permutation pilot(c_.seed, position, layer, h, vattention::k_pilot, static_cast<uint32_t>(ns));
+      for (int64_t i = 0; i < nb; ++i) pilot_[u].push_back(residual_[u][pilot.at(static_cast<uint32_t>(i))]);
     }
   }
   // The exact part, straight into the layer's output.
@@ -410,23 +451,22 @@ void sparse_attention::vattention_step(int32_t layer, const tensor& q, const kv_
     } else {
       hs[h].sample_budget = static_cast<int32_t>(ns);
     }
-    if (b >= ns) {
-      sample_[u] = residual_[u];
-    } else {
-      vattention::stream rng(c_.seed, position, layer, h, 2);
-      vattention::sample_without_replacement(rng, residual_[u], b, sample_[u]);
+    // The same draws as backend::vattention_sample, over this residual's keys.
+    sample_[u].clear();
+    int64_t both = 0;
+    if (b > 0) {
+      const vattention::permutation sample(c_.seed, position, layer, h, vattention::k_sample, static_cast<uint32_t>(ns));
+      for (int64_t i = 0; i < b; ++i) sample_[u].push_back(residual_[u][sample.at(static_cast<uint32_t>(i))]);
+      if (!pilot_[u].empty())
+        both = vattention::shared_draws(
+            vattention::permutation(c_.seed, position, layer, h, vattention::k_pilot, static_cast<uint32_t>(ns)),
+            static_cast<int64_t>(pilot_[u].size()), sample, b);
     }
     const float lw = b > 0 ? static_cast<float>(std::log(static_cast<double>(ns) / static_cast<double>(b))) : 0.0f;
     log_w_.insert(log_w_.end(), sample_[u].size(), lw);
-    // Keys read: I_f, and the pilot and the sample (distinct; both lie in R).
-    size_t both = 0;
-    for (size_t i = 0, j = 0; i < pilot_[u].size() && j < sample_[u].size();) {
-      if (pilot_[u][i] == sample_[u][j]) ++both, ++i, ++j;
-      else if (pilot_[u][i] < sample_[u][j]) ++i;
-      else ++j;
-    }
+    // Keys read: I_f, and the pilot and the sample (both lie in R; `both` read once).
     hs[h].keys_attended =
-        static_cast<int32_t>(fixed_[u].size() + pilot_[u].size() + sample_[u].size() - both);
+        static_cast<int32_t>(static_cast<int64_t>(fixed_[u].size() + pilot_[u].size() + sample_[u].size()) - both);
     hs[h].sparse = true;
   }
   be_.attention_sets(q, kv, nh, hp_.n_kv_heads, hd, sets_from(sample_, &log_w_), scale_, out_b_,

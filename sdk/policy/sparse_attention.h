@@ -15,9 +15,13 @@
 // Quest (per head or per group) runs on the backend with nothing downloaded: the step's page
 // plan goes into the step buffer with the rest of the batch's metadata, the summaries of the
 // newest page follow its append, and select_pages + attention_pages read the plan there, so a
-// sparse decode step is recorded and replayed like a dense one. vAttention and the oracle still
-// select on the host (page scores and the pilot's figures are downloaded, key sets uploaded
-// through the step buffer), as does any step with check_error.
+// sparse decode step is recorded and replayed like a dense one. vAttention over Quest's pages
+// runs there too on a backend with its ops (has_vattention): the pilot, the CLT's sample size
+// and the weighted sample are drawn on the device by a counter-based permutation that every
+// backend computes alike, and the per-head figures (keys read, budgets) stay on the device
+// until head_stats() or keys_read() asks for them. The oracle, and vAttention on a backend
+// without those ops, select on the host (scores downloaded, key sets uploaded through the step
+// buffer) with the same draws; so does any step with check_error, which downloads to compare.
 #pragma once
 
 #include <cstdint>
@@ -84,9 +88,14 @@ class sparse_attention {
   prr* mutable_prr() { return prr_.get(); }
 
   // The last decode step's figures: one head_stat per (layer, query head), layer-major.
-  const std::vector<head_stat>& head_stats() const { return stats_; }
-  // Keys read by the last decode step, summed over layers and query heads.
+  // (vAttention on the device: the first call after a step downloads them, so it waits for
+  // the step.)
+  const std::vector<head_stat>& head_stats() const;
+  // Keys read by the last decode step, summed over layers and query heads (downloads as
+  // head_stats() does).
   uint64_t keys_read() const;
+  // Whether the last step's figures are still on the backend (nothing waited for them yet).
+  bool figures_pending() const { return records_pending_; }
   // The pages Quest selected in the last attend() of a sparse layer, per ranker, ascending
   // (downloaded: a diagnostic for tests and tools).
   std::vector<std::vector<int32_t>> last_selection();
@@ -106,8 +115,18 @@ class sparse_attention {
   void oracle_sets(const tensor& q, const kv_view& kv, const page_plan& plan, int64_t n_keys);
   void vattention_step(int32_t layer, const tensor& q, const kv_view& kv, int64_t n_keys,
                        const tensor& out, const tensor& lse, head_stat* stats);
-  // Quest selects on the backend (not vAttention or the oracle, which select on the host).
-  bool selects_on_backend() const { return c_.method == sparse_method::quest; }
+  // vAttention over Quest's pages, drawn on the backend.
+  bool samples_on_backend() const {
+    return c_.method == sparse_method::vattention && c_.topk == topk_source::quest && be_.has_vattention();
+  }
+  // The step selects on the backend (Quest, and vAttention where it samples there; the
+  // oracle and host-side vAttention select on the host).
+  bool selects_on_backend() const { return c_.method == sparse_method::quest || samples_on_backend(); }
+  // vAttention on the backend: the step's pilot, budget and sample for one layer.
+  void vattention_on_backend(int32_t layer, const tensor& q, const kv_view& kv, const tensor& out,
+                             const tensor& lse);
+  // Fills the vAttention heads' figures from records_ (one download) when they are pending.
+  void settle() const;
   void dense(const tensor& q, const kv_view& kv, const batch_meta& m, const tensor& out,
              const tensor& lse);
   void check_error(const tensor& q, const kv_view& kv, const batch_meta& m, const tensor& out,
@@ -123,7 +142,11 @@ class sparse_attention {
   sparse_config c_;
   float scale_;
   page_summaries summaries_;
-  std::vector<head_stat> stats_;
+  mutable std::vector<head_stat> stats_;
+  // vAttention on the backend: i32 [n_layers][n_heads][4] (backend::vattention_budget's
+  // records), downloaded into stats_ on demand.
+  tensor records_;
+  mutable bool records_pending_ = false;
   std::vector<buffer_ptr> buffers_;
   tensor page_scores_;          // [n_rankers][pages_capacity]
   tensor selected_;             // i32 [n_rankers][pages_capacity]: the selected pages

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
+
 namespace sa::vattention {
 
 double normal_quantile(double p) {
@@ -78,42 +80,82 @@ budget sample_budget(double epsilon, double delta, int64_t n_residual, const pil
   return b;
 }
 
-namespace {
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
-stream::stream(uint64_t seed, int64_t position, int32_t layer, int32_t head, uint32_t purpose)
-    : state_(mix(mix(mix(seed) ^ static_cast<uint64_t>(position)) ^
-                 ((static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) |
-                  static_cast<uint32_t>(head))) ^
-             purpose) {}
-
-uint64_t stream::next() {
-  state_ += 0x9E3779B97F4A7C15ull;
-  uint64_t z = state_;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+permutation::permutation(uint64_t seed, int64_t position, int32_t layer, int32_t head,
+                         uint32_t purpose, uint32_t n)
+    : n_(n) {
+  if (n == 0) fail(SA_ERR_INTERNAL, "permutation: of an empty set");
+  uint32_t bits = 2;
+  while (bits < 32 && (uint64_t{1} << bits) < n) bits += 2;
+  half_ = bits / 2;
+  mask_ = (1u << half_) - 1u;
+  uint32_t h = hash32(static_cast<uint32_t>(seed) ^ 0x9e3779b9u);
+  h = hash32(h ^ static_cast<uint32_t>(seed >> 32));
+  h = hash32(h ^ static_cast<uint32_t>(position));
+  h = hash32(h ^ static_cast<uint32_t>(layer));
+  h = hash32(h ^ static_cast<uint32_t>(head));
+  h = hash32(h ^ purpose);
+  for (uint32_t r = 0; r < 4; ++r) keys_[r] = hash32(h + (r + 1) * 0x9e3779b9u);
 }
 
-int64_t stream::below(int64_t n) {
-  // Lemire's multiply-shift on 32 random bits; n < 2^31 here.
-  return static_cast<int64_t>(((next() >> 32) * static_cast<uint64_t>(n)) >> 32);
+uint32_t permutation::encrypt(uint32_t x) const {
+  uint32_t l = x >> half_, r = x & mask_;
+  for (uint32_t k : keys_) {
+    const uint32_t t = l ^ (hash32(r ^ k) & mask_);
+    l = r;
+    r = t;
+  }
+  return (l << half_) | r;
 }
 
-void sample_without_replacement(stream& rng, std::span<const int32_t> population, int64_t b,
-                                std::vector<int32_t>& out) {
-  out.assign(population.begin(), population.end());
-  const int64_t n = static_cast<int64_t>(out.size());
-  b = std::clamp<int64_t>(b, 0, n);
-  for (int64_t i = 0; i < b; ++i) std::swap(out[static_cast<size_t>(i)], out[static_cast<size_t>(i + rng.below(n - i))]);
-  out.resize(static_cast<size_t>(b));
-  std::sort(out.begin(), out.end());
+uint32_t permutation::decrypt(uint32_t x) const {
+  uint32_t l = x >> half_, r = x & mask_;
+  for (int i = 3; i >= 0; --i) {
+    const uint32_t t = r ^ (hash32(l ^ keys_[i]) & mask_);
+    r = l;
+    l = t;
+  }
+  return (l << half_) | r;
+}
+
+uint32_t permutation::at(uint32_t i) const {
+  // Outside [0, n) the walk need not come back: a cycle may lie wholly past n.
+  if (i >= n_) fail(SA_ERR_INTERNAL, "permutation: draw %u of %u", i, n_);
+  uint32_t x = encrypt(i);
+  while (x >= n_) x = encrypt(x);
+  return x;
+}
+
+uint32_t permutation::index_of(uint32_t x) const {
+  if (x >= n_) fail(SA_ERR_INTERNAL, "permutation: index of %u of %u", x, n_);
+  uint32_t i = decrypt(x);
+  while (i >= n_) i = decrypt(i);
+  return i;
+}
+
+int64_t pilot_size(int64_t n_residual, float ratio) {
+  if (n_residual <= k_min_pilot) return 0;
+  const auto want = static_cast<int64_t>(std::floor(static_cast<double>(ratio) * static_cast<double>(n_residual)));
+  return std::min(n_residual, std::max(k_min_pilot, want));
+}
+
+int64_t residual_key(std::span<const int32_t> selected, int32_t page_size, int64_t t) {
+  // The q-th unselected page is q + j, j = the selected pages below it: the first j with
+  // selected[j] - j > q (selected[j] - j never decreases).
+  const int64_t q = t / page_size;
+  size_t lo = 0, hi = selected.size();
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (selected[mid] - static_cast<int64_t>(mid) > q) hi = mid;
+    else lo = mid + 1;
+  }
+  return (q + static_cast<int64_t>(lo)) * page_size + t % page_size;
+}
+
+int64_t shared_draws(const permutation& pilot, int64_t n_b, const permutation& sample, int64_t b) {
+  int64_t both = 0;
+  for (int64_t i = 0; i < n_b; ++i)
+    both += static_cast<int64_t>(sample.index_of(pilot.at(static_cast<uint32_t>(i)))) < b;
+  return both;
 }
 
 }  // namespace sa::vattention

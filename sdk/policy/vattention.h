@@ -45,19 +45,57 @@ struct budget {
 // The sample size for a residual of n_residual keys (n_b = pilot size >= 2).
 budget sample_budget(double epsilon, double delta, int64_t n_residual, const pilot& p);
 
-// A reproducible random stream for one (seed, position, layer, head, purpose).
-class stream {
+// A 32-bit integer hash with full avalanche (Wellons' lowbias32): the generator's only
+// primitive, so that the CPU, CUDA (cuda/vattention.cu) and GLSL draw the same numbers.
+constexpr uint32_t hash32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+// A pseudo-random permutation of [0, n), n >= 1, for one (seed, position, layer, head,
+// purpose) — counter-based: any draw is computed alone, in any order, on any backend.
+// A four-round Feistel network on the smallest even number of bits (>= 2) that covers n,
+// applied again until the value lands in [0, n) (cycle walking: the domain is under 4n, so
+// fewer than four applications are expected). at(i), i < n, is the i-th draw: the first b
+// draws are b distinct members of [0, n), a uniform sample without replacement as far as the
+// network is random. index_of inverts at. Round keys: hash32 chained over the seed's two
+// halves, position, layer, head and purpose, then hash32(chain + r * 0x9e3779b9), r = 1..4;
+// round r maps (L, R) to (R, L ^ (hash32(R ^ key_r) & mask)).
+class permutation {
  public:
-  stream(uint64_t seed, int64_t position, int32_t layer, int32_t head, uint32_t purpose);
-  uint64_t next();
-  int64_t below(int64_t n);  // uniform in [0, n), n > 0
+  permutation(uint64_t seed, int64_t position, int32_t layer, int32_t head, uint32_t purpose,
+              uint32_t n);
+  uint32_t size() const { return n_; }
+  uint32_t at(uint32_t i) const;
+  uint32_t index_of(uint32_t x) const;
 
  private:
-  uint64_t state_;
+  uint32_t encrypt(uint32_t x) const;
+  uint32_t decrypt(uint32_t x) const;
+  uint32_t n_, half_, mask_;
+  uint32_t keys_[4];
 };
 
-// b distinct members of population drawn uniformly (partial Fisher-Yates), sorted ascending.
-void sample_without_replacement(stream& rng, std::span<const int32_t> population, int64_t b,
-                                std::vector<int32_t>& out);
+// The draws' purposes (the permutation's last key word).
+constexpr uint32_t k_pilot = 1, k_sample = 2;
+
+// Fewest pilot keys: a residual of at most this many keys is taken whole, with no pilot.
+constexpr int64_t k_min_pilot = 64;
+
+// The pilot's size for a residual of n_s keys: 0 when n_s <= k_min_pilot, else
+// max(k_min_pilot, floor(ratio * n_s)) capped at n_s (ratio converted to double first).
+int64_t pilot_size(int64_t n_residual, float ratio);
+
+// The t-th key of a residual made of whole pages: key t % page_size of the (t / page_size)-th
+// page (ascending) that is not in `selected` (ascending page ids).
+int64_t residual_key(std::span<const int32_t> selected, int32_t page_size, int64_t t);
+
+// How many of the pilot's draws the sample repeats: pilot draws at(0..n_b) of `pilot` that the
+// sample's first b draws contain (sample.index_of(x) < b).
+int64_t shared_draws(const permutation& pilot, int64_t n_b, const permutation& sample, int64_t b);
 
 }  // namespace sa::vattention

@@ -120,7 +120,7 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress, 
       const size_t m = std::min(tokens.size() - done, static_cast<size_t>(config_.n_batch));
       const bool last = done + m == tokens.size();
       const batch b{batch_kind::prefill, tokens.subspan(done, m), 0};
-      kv_read += forward(env(), b, last ? 1 : 0, nullptr);
+      kv_read += kv_bytes_read(forward(env(), b, last ? 1 : 0, nullptr));
       done += m;
       if (progress && !progress(done, tokens.size()))
         fail(SA_ERR_CANCELLED, "prefill cancelled by the progress callback after %zu of %zu tokens",
@@ -327,6 +327,11 @@ void session::memory_positions(int32_t layer, int32_t kv_head, std::vector<uint6
   memory_->held_positions(layer, kv_head, out);
 }
 
+uint64_t session::kv_bytes_read(uint64_t from_forward) const {
+  if (from_forward != k_kv_read_deferred) return from_forward;
+  return sparse_->keys_read() * memory_->key_bytes() / static_cast<uint64_t>(model_->hp().n_heads);
+}
+
 session_stats session::stats() const {
   const memory_stats m = memory_->stats();
   session_stats s;
@@ -334,7 +339,7 @@ session_stats session::stats() const {
   s.n_kv_tokens = m.tokens_held;
   s.kv_bytes_held = m.bytes_held;
   s.kv_bytes_capacity = m.bytes_capacity;
-  s.kv_bytes_read_last_call = kv_bytes_read_last_;
+  s.kv_bytes_read_last_call = kv_bytes_read(kv_bytes_read_last_);
   s.weight_bytes = weights_->bytes();
   s.last_call_tokens = last_call_tokens_;
   s.last_call_ms = last_call_ms_;

@@ -108,6 +108,8 @@ class session {
   static std::unique_ptr<kv_memory> make_memory(backend& be, const model& m,
                                                 const device_weights& w, const session_config& c);
   forward_env env();
+  // K/V bytes from a forward() result, fetching a sparse step's figures if it deferred them.
+  uint64_t kv_bytes_read(uint64_t from_forward) const;
 
   std::shared_ptr<const model> model_;
   session_config config_;

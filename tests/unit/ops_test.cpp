@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "policy/vattention.h"
 #include "backend/cpu/ops.h"
 #include "backend/step_buffer.h"
 #include "backends.h"
@@ -1153,6 +1154,21 @@ struct page_problem {
             static_cast<int32_t>(take)};
   }
   int32_t rankers(bool group_mean) const { return group_mean ? n_kv_heads : n_heads; }
+  // Each ranker's pages [rankers][select_bound] (-1 padded): the forced ones and `take` others
+  // drawn at random, ascending.
+  std::vector<int32_t> random_selection(bool group_mean, int64_t select_bound, uint64_t seed) const {
+    std::vector<int32_t> ids(static_cast<size_t>(rankers(group_mean) * select_bound), -1);
+    std::mt19937_64 rng(seed);
+    for (int32_t r = 0; r < rankers(group_mean); ++r) {
+      std::vector<int32_t> others, sel;
+      for (int32_t pg = 0; pg < n_pages; ++pg) (pg < sinks || pg >= n_pages - locals ? sel : others).push_back(pg);
+      std::shuffle(others.begin(), others.end(), rng);
+      sel.insert(sel.end(), others.begin(), others.begin() + take);
+      std::sort(sel.begin(), sel.end());
+      std::copy(sel.begin(), sel.end(), ids.begin() + r * select_bound);
+    }
+    return ids;
+  }
   // Page maxima and minima of the stored keys, and Quest's bound in the arithmetic the op
   // states (f32, dims in order, the group mean as a sum times 1 / group).
   std::vector<float> summaries() const {
@@ -1283,18 +1299,7 @@ TEST_P(ops, attention_pages_attends_the_slots_of_the_selected_pages) {
     const int64_t select_bound = p.n_selected + 2;
     const int32_t group = p.n_heads / p.n_kv_heads;
     for (bool group_mean : {false, true}) {
-      // Each ranker's pages: forced ones and a spread of others, ascending.
-      const int32_t rankers = p.rankers(group_mean);
-      std::vector<int32_t> ids(static_cast<size_t>(rankers * select_bound), -1);
-      std::mt19937_64 rng(static_cast<uint64_t>(c * 2 + group_mean));
-      for (int32_t r = 0; r < rankers; ++r) {
-        std::vector<int32_t> others, sel;
-        for (int32_t pg = 0; pg < p.n_pages; ++pg) (pg < p.sinks || pg >= p.n_pages - p.locals ? sel : others).push_back(pg);
-        std::shuffle(others.begin(), others.end(), rng);
-        sel.insert(sel.end(), others.begin(), others.begin() + p.take);
-        std::sort(sel.begin(), sel.end());
-        std::copy(sel.begin(), sel.end(), ids.begin() + r * select_bound);
-      }
+      const std::vector<int32_t> ids = p.random_selection(group_mean, select_bound, static_cast<uint64_t>(c * 2 + group_mean));
       const tensor pages = h.ints(ids);
       tensor out = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd), NAN), p.hd, p.n_heads);
       tensor lse = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads), NAN), p.n_heads, 1);
@@ -1333,6 +1338,155 @@ TEST_P(ops, attention_pages_attends_the_slots_of_the_selected_pages) {
       EXPECT_LT(rel_err(l, want_l), t) << "case " << c << (group_mean ? " (group)" : "");
     }
   }
+}
+
+// ---- vAttention on the backend ----------------------------------------------------------------
+
+// Exact attention of query head hh over `keys` of its KV head, in double: (out, lse), with each
+// key's score raised by log_w.
+std::pair<std::vector<double>, double> exact_partial(const page_problem& p, int32_t hh, const std::vector<int64_t>& keys,
+                                                     double scale, double log_w) {
+  const int32_t g = hh / (p.n_heads / p.n_kv_heads);
+  std::vector<double> s;
+  for (int64_t row : keys) {
+    double d = 0;
+    for (int32_t x = 0; x < p.hd; ++x)
+      d += double{p.q[static_cast<size_t>(hh * p.hd + x)]} * p.k[static_cast<size_t>((g * p.cap + row) * p.hd + x)];
+    s.push_back(d * scale + log_w);
+  }
+  std::vector<double> acc(static_cast<size_t>(p.hd), 0.0);
+  if (s.empty()) return {acc, -INFINITY};
+  const double m = *std::max_element(s.begin(), s.end());
+  double sum = 0;
+  for (size_t j = 0; j < s.size(); ++j) {
+    const double e = std::exp(s[j] - m);
+    sum += e;
+    for (int32_t x = 0; x < p.hd; ++x) acc[static_cast<size_t>(x)] += e * p.v[static_cast<size_t>((g * p.cap + keys[j]) * p.hd + x)];
+  }
+  for (double& a : acc) a /= sum;
+  return {acc, m + std::log(sum)};
+}
+
+TEST_P(ops, vattention_budget_and_sample_match_a_double_reference) {
+  if (!harness(GetParam()).be->has_vattention()) GTEST_SKIP() << "no vAttention ops on this backend";
+  int sampled_less = 0;
+  for (int c = 0; c < 5; ++c) {
+    page_problem p = page_case(c);
+    // Values with a common direction, so the output is not near zero and a loose epsilon
+    // really lets the numerator's bound sample less than the residual.
+    for (float& x : p.v) x += 1.5f;
+    p.v = rounded(p.v, p.type);
+    harness h(GetParam());
+    tensor q = h.upload(p.q, p.hd, p.n_heads);
+    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
+    tensor v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap, p.type);
+    const sa::kv_view kv{&k, &v, p.cap, 0, nullptr};
+    const tensor plan = h.ints(p.plan());
+    const int64_t select_bound = p.n_selected + 2, keys_bound = p.cap - 3;
+    const int32_t group = p.n_heads / p.n_kv_heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
+    const int64_t n_s = (p.n_pages - p.n_selected) * p.page;
+    for (bool group_mean : {false, true})
+      for (const auto& [eps, delta] : {std::pair{0.05, 0.05}, std::pair{0.6, 0.3}}) {
+        const std::string where = "case " + std::to_string(c) + (group_mean ? " (group)" : "") + " eps " + std::to_string(eps);
+        const std::vector<int32_t> ids =
+            p.random_selection(group_mean, select_bound, static_cast<uint64_t>(c * 2 + group_mean));
+        const tensor pages = h.ints(ids);
+        tensor out = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd), NAN), p.hd, p.n_heads);
+        tensor lse = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads), NAN), p.n_heads, 1);
+        tensor record = h.ints(std::vector<int32_t>(static_cast<size_t>(p.n_heads * 4), -9));
+        sa::vattention_params vp;
+        vp.seed = 1234 + static_cast<uint64_t>(c);
+        vp.layer = 5;
+        vp.pilot_ratio = 0.1f;
+        vp.epsilon = eps;
+        vp.delta = delta;
+        h.be->attention_pages(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, pages, select_bound, plan,
+                              scale, out, lse);
+        h.be->vattention_budget(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, pages, select_bound, plan,
+                                keys_bound, scale, vp, out, lse, record);
+        h.be->vattention_sample(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, pages, select_bound, plan,
+                                keys_bound, scale, vp, record, out, lse);
+        const std::vector<int32_t> rec = h.download_ints(record);  // keys read: final after the sample
+        const std::vector<float> o = h.download(out), l = h.download(lse);
+        std::vector<double> want_o, want_l;
+        for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+          const int32_t r = group_mean ? hh / group : hh;
+          const std::vector<int32_t> sel(ids.begin() + r * select_bound, ids.begin() + r * select_bound + p.n_selected);
+          std::vector<int64_t> fixed;
+          for (int32_t pg : sel)
+            for (int64_t row = int64_t{pg} * p.page; row < std::min<int64_t>((pg + 1) * p.page, p.n_keys); ++row)
+              fixed.push_back(row);
+          const auto [o_f, lse_f] = exact_partial(p, hh, fixed, scale, 0.0);
+          // The budget from the pilot, in double, through the policy's formula.
+          const int64_t n_b = sa::vattention::pilot_size(n_s, vp.pilot_ratio);
+          ASSERT_EQ(rec[static_cast<size_t>(4 * hh + 3)], n_b) << where << " head " << hh;
+          const int64_t b = rec[static_cast<size_t>(4 * hh)];
+          int64_t b_ref = n_s, shared = 0;
+          if (n_b > 0) {
+            const sa::vattention::permutation pilot(vp.seed, p.n_keys - 1, vp.layer, hh, sa::vattention::k_pilot,
+                                                    static_cast<uint32_t>(n_s));
+            std::vector<int64_t> keys;
+            std::vector<float> sc, vn;
+            const int32_t g = hh / group;
+            for (int64_t i = 0; i < n_b; ++i) {
+              const int64_t key = sa::vattention::residual_key(sel, p.page, pilot.at(static_cast<uint32_t>(i)));
+              ASSERT_TRUE(!std::binary_search(sel.begin(), sel.end(), static_cast<int32_t>(key / p.page)) && key < p.n_keys);
+              keys.push_back(key);
+              double d = 0, vv = 0;
+              for (int32_t x = 0; x < p.hd; ++x) {
+                d += double{p.q[static_cast<size_t>(hh * p.hd + x)]} * p.k[static_cast<size_t>((g * p.cap + key) * p.hd + x)];
+                vv += double{p.v[static_cast<size_t>((g * p.cap + key) * p.hd + x)]} * p.v[static_cast<size_t>((g * p.cap + key) * p.hd + x)];
+              }
+              sc.push_back(static_cast<float>(d * scale));
+              vn.push_back(static_cast<float>(vv));
+            }
+            const auto [o_p, lse_p] = exact_partial(p, hh, keys, scale, 0.0);
+            const std::vector<float> of(o_f.begin(), o_f.end()), op(o_p.begin(), o_p.end());
+            sa::vattention::pilot pl;
+            pl.lse_f = lse_f;
+            pl.out_f = of;
+            pl.scores = sc;
+            pl.vnorm2 = vn;
+            pl.lse_p = lse_p;
+            pl.out_p = op;
+            const sa::vattention::budget bud = sa::vattention::sample_budget(eps, delta, n_s, pl);
+            b_ref = bud.sample;
+            const double clt = std::min(2147483647.0, std::ceil(std::max(bud.numerator, bud.denominator)));
+            EXPECT_NEAR(rec[static_cast<size_t>(4 * hh + 2)], clt, 1 + 2e-3 * clt) << where << " head " << hh;
+            shared = sa::vattention::shared_draws(
+                pilot, n_b,
+                sa::vattention::permutation(vp.seed, p.n_keys - 1, vp.layer, hh, sa::vattention::k_sample,
+                                            static_cast<uint32_t>(n_s)),
+                b);
+          } else {
+            EXPECT_EQ(rec[static_cast<size_t>(4 * hh + 2)], n_s) << where << " head " << hh;
+          }
+          EXPECT_NEAR(static_cast<double>(b), static_cast<double>(b_ref), 1 + 2e-3 * static_cast<double>(b_ref))
+              << where << " head " << hh;
+          EXPECT_EQ(rec[static_cast<size_t>(4 * hh + 1)], p.n_keys - n_s + n_b + b - shared) << where << " head " << hh;
+          sampled_less += b < n_s;
+          // The estimate with the backend's b: I_f exactly, merged with the weighted sample.
+          std::vector<int64_t> sample;
+          if (b > 0) {
+            const sa::vattention::permutation draws(vp.seed, p.n_keys - 1, vp.layer, hh, sa::vattention::k_sample,
+                                                    static_cast<uint32_t>(n_s));
+            for (int64_t i = 0; i < b; ++i)
+              sample.push_back(sa::vattention::residual_key(sel, p.page, draws.at(static_cast<uint32_t>(i))));
+          }
+          const auto [o_s, lse_s] =
+              exact_partial(p, hh, sample, scale, b > 0 ? std::log(static_cast<double>(n_s) / static_cast<double>(b)) : 0.0);
+          const double m = std::max(lse_f, lse_s), wf = std::exp(lse_f - m), ws = std::exp(lse_s - m);
+          for (int32_t x = 0; x < p.hd; ++x)
+            want_o.push_back((wf * o_f[static_cast<size_t>(x)] + ws * o_s[static_cast<size_t>(x)]) / (wf + ws));
+          want_l.push_back(m + std::log(wf + ws));
+        }
+        const double t = tol(1e-5, device_attention_tol(p.type, p.hd));
+        EXPECT_LT(rel_err(o, want_o), t) << where;
+        EXPECT_LT(rel_err(l, want_l), t) << where;
+      }
+  }
+  EXPECT_GT(sampled_less, 0);  // some heads estimated from a real sample
 }
 
 // ---- sampling -----------------------------------------------------------------------------------

@@ -99,19 +99,48 @@ TEST(vattention, normal_quantile_matches_tables) {
   EXPECT_NEAR(sa::vattention::normal_quantile(0.5), 0.0, 1e-12);
 }
 
-TEST(vattention, sampling_without_replacement_is_uniform_and_distinct) {
-  std::vector<int32_t> pop(50);
-  std::iota(pop.begin(), pop.end(), 100);
+TEST(vattention, the_permutation_is_a_bijection_with_its_inverse) {
+  for (uint32_t n : {1u, 2u, 3u, 4u, 5u, 15u, 16u, 17u, 100u, 1000u, 4097u, 65536u, 70001u}) {
+    const sa::vattention::permutation p(11, 4242, 3, 7, sa::vattention::k_sample, n);
+    std::vector<char> seen(n, 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t x = p.at(i);
+      ASSERT_LT(x, n) << "n " << n;
+      ASSERT_FALSE(seen[x]) << "n " << n << ": " << x << " drawn twice";
+      seen[x] = 1;
+      ASSERT_EQ(p.index_of(x), i) << "n " << n;
+    }
+  }
+}
+
+TEST(vattention, the_permutations_first_draws_are_a_uniform_sample) {
+  // 10 draws of 50 at 4000 positions: each member about 800 times; the pilot's and the
+  // sample's draws (other purposes) and other heads differ.
   std::vector<int> hits(50, 0);
-  std::vector<int32_t> out;
+  int same_as_pilot = 0, same_as_other_head = 0;
   for (int t = 0; t < 4000; ++t) {
-    sa::vattention::stream rng(7, t, 0, 0, 2);
-    sa::vattention::sample_without_replacement(rng, pop, 10, out);
-    ASSERT_EQ(out.size(), 10u);
-    for (size_t i = 1; i < out.size(); ++i) ASSERT_LT(out[i - 1], out[i]);
-    for (int32_t x : out) ++hits[static_cast<size_t>(x - 100)];
+    const sa::vattention::permutation s(7, t, 0, 0, sa::vattention::k_sample, 50);
+    const sa::vattention::permutation p(7, t, 0, 0, sa::vattention::k_pilot, 50);
+    const sa::vattention::permutation o(7, t, 0, 1, sa::vattention::k_sample, 50);
+    for (uint32_t i = 0; i < 10; ++i) ++hits[s.at(i)];
+    same_as_pilot += s.at(0) == p.at(0);
+    same_as_other_head += s.at(0) == o.at(0);
   }
   for (int h : hits) EXPECT_NEAR(h, 800, 5 * std::sqrt(800.0 * 0.8));  // 4000 * 10 / 50
+  EXPECT_NEAR(same_as_pilot, 80, 5 * std::sqrt(80.0));                  // chance: 1 in 50
+  EXPECT_NEAR(same_as_other_head, 80, 5 * std::sqrt(80.0));
+}
+
+TEST(vattention, residual_keys_and_pilot_sizes_by_hand) {
+  // Pages 0, 2 and 5 selected (page size 4): the residual is pages 1, 3, 4, 6, 7, ...
+  const std::vector<int32_t> sel = {0, 2, 5};
+  const std::pair<int64_t, int64_t> cases[] = {{0, 4}, {3, 7}, {4, 12}, {8, 16}, {11, 19}, {12, 24}, {17, 29}};
+  for (const auto& [t, key] : cases) EXPECT_EQ(sa::vattention::residual_key(sel, 4, t), key) << "t " << t;
+  EXPECT_EQ(sa::vattention::residual_key(std::vector<int32_t>{}, 16, 37), 37);
+  EXPECT_EQ(sa::vattention::pilot_size(64, 0.1f), 0);
+  EXPECT_EQ(sa::vattention::pilot_size(65, 0.1f), 64);
+  EXPECT_EQ(sa::vattention::pilot_size(1000, 0.1f), 100);
+  EXPECT_EQ(sa::vattention::pilot_size(100, 1.0f), 100);
 }
 
 // One synthetic layer: a cache of n_keys keys in [n_kv][cap][hd] and one query row.

@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 
 #include "backend/cpu/ops.h"
 #include "core/error.h"
+#include "policy/vattention.h"
 
 namespace sa::cpu {
 
@@ -431,6 +433,141 @@ void cpu_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, int
     }
   }
   attend_slots(q, kv, n_heads, n_kv_heads, head_dim, offsets, slots, scale, out, lse, "attention_unseen_pages");
+}
+
+namespace {
+// A vAttention op's view of the row: its plan, the residual's size and each head's pages.
+struct vatt_row {
+  plan_values pv{};
+  int64_t n_s = 0;
+  std::vector<std::span<const int32_t>> selected;  // [n_heads]: the ranker's pages, ascending
+};
+
+vatt_row vatt_row_of(const char* op, const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                     int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                     int64_t select_bound, const tensor& plan, int64_t keys_bound, const tensor& record,
+                     const tensor& out, const tensor& lse) {
+  check_vattention(op, q, kv, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages, select_bound, plan,
+                   keys_bound, record, out, lse);
+  vatt_row r;
+  r.pv = plan_of(plan, page_size, kv.capacity, op);
+  if (r.pv.n_selected > select_bound || r.pv.n_keys > keys_bound)
+    fail(SA_ERR_INTERNAL, "%s: a plan of %lld keys, %lld pages selected, past its bounds", op,
+         static_cast<long long>(r.pv.n_keys), static_cast<long long>(r.pv.n_selected));
+  r.n_s = (r.pv.n_pages - r.pv.n_selected) * page_size;
+  const int32_t group = n_heads / n_kv_heads;
+  const std::span<const int32_t> ids = ints(pages);
+  for (int32_t h = 0; h < n_heads; ++h) {
+    const std::span<const int32_t> sel =
+        ids.subspan(static_cast<size_t>((group_mean ? h / group : h) * select_bound), static_cast<size_t>(r.pv.n_selected));
+    for (size_t i = 0; i < sel.size(); ++i)
+      if (sel[i] < 0 || sel[i] >= r.pv.n_pages || (i > 0 && sel[i] <= sel[i - 1]))
+        fail(SA_ERR_INTERNAL, "%s: head %d's pages are not ascending ids in [0, %lld)", op, h,
+             static_cast<long long>(r.pv.n_pages));
+    if (sel.back() != r.pv.n_pages - 1)
+      fail(SA_ERR_INTERNAL, "%s: head %d's pages leave out the newest", op, h);
+    r.selected.push_back(sel);
+  }
+  return r;
+}
+
+vattention::permutation draws(const vattention_params& p, const vatt_row& r, int32_t head, uint32_t purpose) {
+  return vattention::permutation(p.seed, r.pv.n_keys - 1, p.layer, head, purpose, static_cast<uint32_t>(r.n_s));
+}
+}  // namespace
+
+void cpu_backend::vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                    int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                    int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                                    const vattention_params& p, const tensor& out, const tensor& lse,
+                                    const tensor& record) {
+  const vatt_row r = vatt_row_of("vattention_budget", q, kv, n_heads, n_kv_heads, head_dim, page_size, group_mean,
+                                 pages, select_bound, plan, keys_bound, record, out, lse);
+  const int64_t n_b = vattention::pilot_size(r.n_s, p.pilot_ratio);
+  // The pilot of every head as key sets: scores, value norms and its own partial.
+  std::vector<int32_t> offsets(1, 0), slots;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    if (n_b > 0) {
+      const vattention::permutation pilot = draws(p, r, h, vattention::k_pilot);
+      for (int64_t i = 0; i < n_b; ++i)
+        slots.push_back(static_cast<int32_t>(vattention::residual_key(
+            r.selected[static_cast<size_t>(h)], page_size, pilot.at(static_cast<uint32_t>(i)))));
+    }
+    offsets.push_back(static_cast<int32_t>(slots.size()));
+  }
+  const size_t hd = static_cast<size_t>(head_dim);
+  std::vector<float> scores(slots.size()), vnorm2(slots.size()), out_p(static_cast<size_t>(n_heads) * hd),
+      lse_p(static_cast<size_t>(n_heads));
+  if (n_b > 0) {
+    host_sets hs;
+    hs.offsets = offsets;
+    hs.slots = slots;
+    probe_keys_rows(pool_, ptr<float>(q), 1, n_heads, n_kv_heads, head_dim, rows_of(*kv.k, head_dim),
+                    rows_of(*kv.v, head_dim), kv.capacity, hs, scale, scores.data(), vnorm2.data());
+    attention_sets_rows(pool_, scratch_, ptr<float>(q), 1, n_heads, n_kv_heads, head_dim, rows_of(*kv.k, head_dim),
+                        rows_of(*kv.v, head_dim), kv.capacity, hs, scale, out_p.data(), lse_p.data());
+  }
+  const float* of = ptr<float>(out);
+  const float* lf = ptr<float>(lse);
+  int32_t* rec = ptr<int32_t>(record);
+  for (int32_t h = 0; h < n_heads; ++h) {
+    const size_t u = static_cast<size_t>(h);
+    int64_t b = r.n_s, clt = r.n_s, shared = 0;
+    if (n_b > 0) {
+      vattention::pilot pl;
+      pl.lse_f = lf[u];
+      pl.out_f = std::span<const float>(of + u * hd, hd);
+      pl.scores = std::span<const float>(scores).subspan(static_cast<size_t>(offsets[u]), static_cast<size_t>(n_b));
+      pl.vnorm2 = std::span<const float>(vnorm2).subspan(static_cast<size_t>(offsets[u]), static_cast<size_t>(n_b));
+      pl.lse_p = lse_p[u];
+      pl.out_p = std::span<const float>(out_p).subspan(u * hd, hd);
+      const vattention::budget bud = vattention::sample_budget(p.epsilon, p.delta, r.n_s, pl);
+      b = bud.sample;
+      clt = static_cast<int64_t>(std::min(2147483647.0, std::ceil(std::max(bud.numerator, bud.denominator))));
+      shared = vattention::shared_draws(draws(p, r, h, vattention::k_pilot), n_b,
+                                        draws(p, r, h, vattention::k_sample), b);
+    }
+    rec[4 * u] = static_cast<int32_t>(b);
+    rec[4 * u + 1] = static_cast<int32_t>(r.pv.n_keys - r.n_s + n_b + b - shared);
+    rec[4 * u + 2] = static_cast<int32_t>(clt);
+    rec[4 * u + 3] = static_cast<int32_t>(n_b);
+  }
+}
+
+void cpu_backend::vattention_sample(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                    int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                    int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                                    const vattention_params& p, const tensor& record, const tensor& out,
+                                    const tensor& lse) {
+  const vatt_row r = vatt_row_of("vattention_sample", q, kv, n_heads, n_kv_heads, head_dim, page_size, group_mean,
+                                 pages, select_bound, plan, keys_bound, record, out, lse);
+  const std::span<const int32_t> rec = ints(record);
+  std::vector<int32_t> offsets(1, 0), slots;
+  std::vector<float> log_w;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    const int64_t b = rec[static_cast<size_t>(4 * h)];
+    if (b < 0 || b > r.n_s)
+      fail(SA_ERR_INTERNAL, "vattention_sample: head %d's sample of %lld keys from %lld", h,
+           static_cast<long long>(b), static_cast<long long>(r.n_s));
+    if (b > 0) {
+      const vattention::permutation sample = draws(p, r, h, vattention::k_sample);
+      const auto lw = static_cast<float>(std::log(static_cast<double>(r.n_s) / static_cast<double>(b)));
+      for (int64_t i = 0; i < b; ++i) {
+        slots.push_back(static_cast<int32_t>(vattention::residual_key(
+            r.selected[static_cast<size_t>(h)], page_size, sample.at(static_cast<uint32_t>(i)))));
+        log_w.push_back(lw);
+      }
+    }
+    offsets.push_back(static_cast<int32_t>(slots.size()));
+  }
+  host_sets hs;
+  hs.offsets = offsets;
+  hs.slots = slots;
+  hs.log_weights = log_w;
+  std::vector<float> out_b(static_cast<size_t>(n_heads * head_dim)), lse_b(static_cast<size_t>(n_heads));
+  attention_sets_rows(pool_, scratch_, ptr<float>(q), 1, n_heads, n_kv_heads, head_dim, rows_of(*kv.k, head_dim),
+                      rows_of(*kv.v, head_dim), kv.capacity, hs, scale, out_b.data(), lse_b.data());
+  merge_partials(ptr<float>(out), ptr<float>(lse), out_b.data(), lse_b.data(), n_heads, head_dim);
 }
 
 void cpu_backend::stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,

@@ -101,6 +101,17 @@ class cpu_backend final : public backend {
   void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
                   int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
                   const tensor& out) override;
+  bool has_vattention() const override { return true; }
+  void vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                         int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                         const vattention_params& p, const tensor& out, const tensor& lse,
+                         const tensor& record) override;
+  void vattention_sample(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                         int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                         const vattention_params& p, const tensor& record, const tensor& out,
+                         const tensor& lse) override;
   void gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
                    const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;
