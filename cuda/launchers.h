@@ -219,6 +219,36 @@ cudaError_t launch_select_pages(const float* q, const float* summaries, int64_t 
                                 const int32_t* plan, int64_t pages_bound, float* scores,
                                 int32_t* pages, int64_t select_bound, cudaStream_t s);
 
+// ---- vAttention (vattention.cu) ----------------------------------------------------------------
+// One decode row's pilot, budget and weighted sample over the residual of each query head's
+// selected pages (backend.h: vattention_budget, vattention_sample), keys drawn on the device.
+struct vattention_args {
+  attention_args a;                 // the row (n = 1): q, k, v, shapes, scale; out, lse [n_heads]
+  const int32_t* pages = nullptr;   // [rankers][select_bound], ascending, the newest page last
+  int64_t select_bound = 0;
+  const int32_t* plan = nullptr;    // {n_keys, n_pages, n_selected, take}
+  int32_t page_size = 16;
+  int32_t group_mean = 0;           // rankers are KV heads
+  uint64_t seed = 0;
+  int32_t layer = 0;
+  float pilot_ratio = 0.1f;
+  double z = 0, eps = 0;            // normal_quantile(1 - delta / 4) and epsilon / 4
+  int32_t* record = nullptr;        // [n_heads][4]: {b, keys read, the CLT's size, n_b}
+  // The workspace (vattention_workspace): partials [n_heads][chunks][head_dim + 4], the pilot's
+  // scores and |v|^2 [n_heads][pilot_bound].
+  float* part = nullptr;
+  float* scores = nullptr;
+  float* vnorm2 = nullptr;
+  int64_t chunks = 0, pilot_bound = 0;
+};
+// Sizes the workspace for rows of up to keys_bound keys and pilots of up to pilot_bound draws
+// (launch shapes): sets v.chunks and v.pilot_bound, and with work its pointers. Returns bytes.
+size_t vattention_workspace(vattention_args& v, int64_t keys_bound, int64_t pilot_bound, void* work);
+// The pilot's draws and the budget into v.record (after attention_pages wrote out and lse).
+cudaError_t launch_vattention_budget(const vattention_args& v, cudaStream_t s);
+// The sample's draws, merged into (out, lse) with weight n_s / b.
+cudaError_t launch_vattention_sample(const vattention_args& v, cudaStream_t s);
+
 // ---- sampling (sampling.cu) -------------------------------------------------------------------
 struct sample_args {
   const float* logits = nullptr;  // [n_vocab]

@@ -236,6 +236,33 @@ TEST_P(on_device, quest_and_resa_decoding_match_the_cpu) {
   }
 }
 
+TEST_P(on_device, vattention_decoding_draws_what_the_cpu_draws) {
+  // vAttention over Quest's pages (a quarter of them) with a loose epsilon, so that heads
+  // really sample: both backends draw the pilot and the sample from the same permutation of
+  // the same residual, so the keys each step reads and the logits agree with the CPU's (a
+  // budget may differ by a key where the CLT's size rounds across an integer).
+  const auto m = shipped("sa-default-q8_0.gguf");
+  const std::vector<int32_t> prompt = prompt_tokens(*m, 700);
+  sa::session_config c = config(backend_kind::cpu);
+  c.n_batch = 128;
+  c.sparse.method = sa::sparse_method::vattention;
+  c.sparse.budget_ratio = 0.25f;
+  c.sparse.dense_layers = 1;
+  c.sparse.epsilon = 0.5f;
+  c.sparse.delta = 0.2f;
+  c.sparse.seed = 77;
+  const paired_run r = run_paired(m, c, GetParam(), prompt, 64);
+  const sa::session_stats &cs = r.cpu, &ds = r.dev;
+  std::printf("vattention: largest relative logit error %.3g, keys read %llu (cpu %llu) of %llu\n", r.worst,
+              static_cast<unsigned long long>(ds.sparse_keys_attended),
+              static_cast<unsigned long long>(cs.sparse_keys_attended),
+              static_cast<unsigned long long>(cs.sparse_keys_total));
+  EXPECT_LT(cs.sparse_keys_attended, cs.sparse_keys_total) << "the heads sampled";
+  EXPECT_NEAR(static_cast<double>(ds.sparse_keys_attended), static_cast<double>(cs.sparse_keys_attended),
+              0.01 * static_cast<double>(cs.sparse_keys_attended));
+  EXPECT_LT(r.worst, 2e-2);
+}
+
 TEST_P(on_device, retro_decoding_matches_the_cpu) {
   // Quest at a quarter of the pages with RetroAttention (w = 2 and 4 per head, 2 per group):
   // each step runs the window's past rows again, supplements them with the pages they have not

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "policy/vattention.h"
 
 namespace sa::cuda {
 
@@ -23,7 +24,8 @@ enum scratch_slot : size_t {
   k_lt_work = 5,     // cuBLASLt's workspace
   k_gemv_inputs = 6, // the rows of a matrix-vector product quantized to int16
   k_unseen_sets = 7, // RetroAttention: the key sets of past rows' unseen pages
-  k_slots = 8
+  k_vattention = 8,  // vAttention: the draws' partials, the pilot's scores and norms
+  k_slots = 9
 };
 // A band of dequantized weight rows: at most this many bytes (it stays in L2 between the
 // dequantization and the product).
@@ -675,6 +677,57 @@ void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, in
   sets_args sets;
   check(launch_unseen_sets(u, work, sets, stream_), "attention_unseen_pages (key sets)");
   check(launch_attention_sets(a, sets, stream_), "attention_unseen_pages");
+}
+
+vattention_args cuda_backend::vattention_args_of(const char* op, const tensor& q, const kv_view& kv,
+                                                      int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                                                      int32_t page_size, bool group_mean, const tensor& pages,
+                                                      int64_t select_bound, const tensor& plan, int64_t keys_bound,
+                                                      float scale, const vattention_params& p,
+                                                      const tensor& record, const tensor& out, const tensor& lse) {
+  check_vattention(op, q, kv, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages, select_bound, plan,
+                   keys_bound, record, out, lse);
+  check_plan(plan, op);
+  vattention_args v;
+  v.a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
+  v.pages = ints(pages);
+  v.select_bound = select_bound;
+  v.plan = ints(plan);
+  v.page_size = page_size;
+  v.group_mean = group_mean ? 1 : 0;
+  v.seed = p.seed;
+  v.layer = p.layer;
+  v.pilot_ratio = p.pilot_ratio;
+  v.z = vattention::normal_quantile(1.0 - p.delta / 4.0);
+  v.eps = p.epsilon / 4.0;
+  v.record = reinterpret_cast<int32_t*>(dev(record));
+  // Launch shapes: a row of up to keys_bound keys, its pilot (pilot_size grows with n_s).
+  const int64_t pilot_bound = std::max<int64_t>(1, vattention::pilot_size(keys_bound, p.pilot_ratio));
+  const size_t bytes = vattention_workspace(v, keys_bound, pilot_bound, nullptr);
+  vattention_workspace(v, keys_bound, pilot_bound, scratch(k_vattention, bytes));
+  return v;
+}
+
+void cuda_backend::vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                     int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                     int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                                     const vattention_params& p, const tensor& out, const tensor& lse,
+                                     const tensor& record) {
+  const vattention_args v = vattention_args_of("vattention_budget", q, kv, n_heads, n_kv_heads, head_dim,
+                                               page_size, group_mean, pages, select_bound, plan, keys_bound,
+                                               scale, p, record, out, lse);
+  check(launch_vattention_budget(v, stream_), "vattention_budget");
+}
+
+void cuda_backend::vattention_sample(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                     int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                     int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                                     const vattention_params& p, const tensor& record, const tensor& out,
+                                     const tensor& lse) {
+  const vattention_args v = vattention_args_of("vattention_sample", q, kv, n_heads, n_kv_heads, head_dim,
+                                               page_size, group_mean, pages, select_bound, plan, keys_bound,
+                                               scale, p, record, out, lse);
+  check(launch_vattention_sample(v, stream_), "vattention_sample");
 }
 
 void cuda_backend::stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,

@@ -119,6 +119,17 @@ class cuda_backend final : public backend {
                    int32_t n_rankers, bool every_page, const tensor& stamps,
                    int64_t pages_capacity) override;
   void copy(const tensor& src, const tensor& dst) override;
+  bool has_vattention() const override { return true; }
+  void vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                         int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                         const vattention_params& p, const tensor& out, const tensor& lse,
+                         const tensor& record) override;
+  void vattention_sample(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                         int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                         const vattention_params& p, const tensor& record, const tensor& out,
+                         const tensor& lse) override;
   void gather_rope(const tensor& src, int64_t src_capacity, const tensor& rows,
                    const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;
@@ -139,6 +150,13 @@ class cuda_backend final : public backend {
   void products(const tensor& x, std::span<const tensor> w, std::span<const tensor> y, epilogue ep);
   // Products of many rows (store or accumulate), each through cuBLASLt or the mma kernel.
   void gemm_products(const product_task* tasks, int32_t count, const float* x, int64_t n, bool accumulate);
+  // The vAttention ops' launch arguments, their workspace bound.
+  vattention_args vattention_args_of(const char* op, const tensor& q, const kv_view& kv, int32_t n_heads,
+                                           int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                           bool group_mean, const tensor& pages, int64_t select_bound,
+                                           const tensor& plan, int64_t keys_bound, float scale,
+                                           const vattention_params& p, const tensor& record,
+                                           const tensor& out, const tensor& lse);
   attention_args args_of(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, float scale, const tensor& out, const tensor& lse) const;
   rope_desc rope_of(const rope_params& p) const;

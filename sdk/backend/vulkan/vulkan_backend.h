@@ -107,6 +107,18 @@ class vulkan_backend final : public backend {
   void stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
                    int32_t n_rankers, bool every_page, const tensor& stamps,
                    int64_t pages_capacity) override;
+  // vattention.cpp
+  bool has_vattention() const override { return true; }
+  void vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                         int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                         const vattention_params& p, const tensor& out, const tensor& lse,
+                         const tensor& record) override;
+  void vattention_sample(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                         int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                         int64_t select_bound, const tensor& plan, int64_t keys_bound, float scale,
+                         const vattention_params& p, const tensor& record, const tensor& out,
+                         const tensor& lse) override;
   // vulkan_backend.cpp: a recorded copy
   void copy(const tensor& src, const tensor& dst) override;
   // pages.cpp
