@@ -228,11 +228,6 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
       // Dense always runs: the others start from its prefill and are compared with it.
       if (&me != &methods.front() && std::find(o.methods.begin(), o.methods.end(), me.key) == o.methods.end())
         continue;
-      if (me.c.sparse.method == sa::sparse_method::vattention && depth > 32768) {
-        // Its selection still runs on the host (seconds per step at this depth).
-        std::printf("%8d %-34s %10s (host-side selection: measured up to 32K)\n", depth, me.name, "-");
-        continue;
-      }
       sa::session s(m, me.c);
       if (&me == &methods.front() || me.c.memory != sa::memory_kind::dense) {
         s.prefill(prompt, nullptr);

@@ -13,7 +13,8 @@
 // the session's message and exits with 1; a bad command line exits with 2.
 //
 // --json FILE schema: one object
-//   {"tool": "sa-sparse", "sa_version": str, "model": str, "command": str, "threads": int,
+//   {"tool": "sa-sparse", "sa_version": str, "model": str, "command": str, "backend": str,
+//    "threads": int,
 //    "dense_layers": int, "records": [record, ...]}
 // with one flat record per measurement; every record has "measure" and "method" (a method name
 // as accepted by --methods, e.g. "quest", "quest+resa:32", "vattention"):
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
     ("words", "passkey filler word list",
         cxxopts::value<std::string>()->default_value("/usr/share/dict/american-english"))
     ("t,threads", "CPU threads per session", cxxopts::value<int>()->default_value("2"))
+    ("backend", "cpu, cuda or vulkan", cxxopts::value<std::string>()->default_value("cpu"))
     ("dense-layers", "first layers kept dense", cxxopts::value<int>()->default_value("2"))
     ("seed", "prompt and sampling seed", cxxopts::value<uint64_t>()->default_value("1"))
     ("json", "write the records to FILE", cxxopts::value<std::string>())
@@ -224,6 +226,11 @@ int main(int argc, char** argv) {
     ctx.m = &m;
     ctx.log = &log;
     ctx.knobs.n_threads = args["threads"].as<int>();
+    const std::string backend = args["backend"].as<std::string>();
+    if (backend == "cpu") ctx.knobs.backend = SA_BACKEND_CPU;
+    else if (backend == "cuda") ctx.knobs.backend = SA_BACKEND_CUDA;
+    else if (backend == "vulkan") ctx.knobs.backend = SA_BACKEND_VULKAN;
+    else throw usage_error("--backend must be cpu, cuda or vulkan, not '" + backend + "'");
     ctx.knobs.dense_layers = args["dense-layers"].as<int>();
     ctx.knobs.seed = args["seed"].as<uint64_t>();
     ctx.knobs.vatt_epsilon = args["vatt-epsilon"].as<float>();
@@ -232,9 +239,9 @@ int main(int argc, char** argv) {
     const sa_model_desc& d = m.desc();
     std::printf(
         "sa-sparse %s  model %s (%s, %d layers, %d/%d heads x %d, trained context %d)  "
-        "threads %d\n",
+        "backend %s, threads %d\n",
         sa_version_string(), m.path().c_str(), d.name, d.n_layers, d.n_heads, d.n_kv_heads,
-        d.head_dim, d.n_ctx_train, ctx.knobs.n_threads);
+        d.head_dim, d.n_ctx_train, backend.c_str(), ctx.knobs.n_threads);
     std::fflush(stdout);
 
     const auto t0 = std::chrono::steady_clock::now();
@@ -251,6 +258,7 @@ int main(int argc, char** argv) {
           .str("sa_version", sa_version_string())
           .str("model", m.path())
           .str("command", command)
+          .str("backend", backend)
           .integer("threads", ctx.knobs.n_threads)
           .integer("dense_layers", ctx.knobs.dense_layers);
       if (!log.write(path, header)) {

@@ -129,7 +129,7 @@ session::session(const model& m, const method_spec& method, const session_knobs&
     : method_(method) {
   sa_session_params p;
   sa_session_params_init(&p);
-  p.backend = SA_BACKEND_CPU;
+  p.backend = k.backend;
   p.n_threads = k.n_threads;
   p.n_ctx = k.n_ctx;
   p.memory = SA_MEMORY_FULL;

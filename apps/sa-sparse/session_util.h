@@ -64,6 +64,7 @@ std::vector<method_spec> parse_methods(const std::string& csv, int32_t default_r
 
 // Knobs shared by every session of a run (the rest of sa_session_params stays default).
 struct session_knobs {
+  int32_t backend = SA_BACKEND_CPU;  // SA_BACKEND_*
   int32_t n_threads = 2;
   int32_t n_ctx = 0;             // 0 = the model's trained context
   float prr_ratio = 1.0f;        // PRR's r
