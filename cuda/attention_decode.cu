@@ -42,11 +42,21 @@ struct key_source {
   const float* log_weights = nullptr;  // added to the score (natural log), or null
   const int32_t* pages = nullptr;      // or the ranker's pages
   int32_t page_size = 0;
+  bool masked = false;                 // pages may be -1 (no key)
   int64_t begin = 0, end = 0;          // keys [begin, end) of the range or the list
 };
 
 __device__ __forceinline__ int64_t page_row(const int32_t* pages, int32_t page_size, int64_t j) {
   return static_cast<int64_t>(pages[j / page_size]) * page_size + j % page_size;
+}
+// A page id of -1 (PRR's masked tables, which only the CUDA-core kernel takes) holds no key:
+// its keys read row 0 and are masked.
+__device__ __forceinline__ int64_t masked_page_row(const int32_t* pages, int32_t page_size, int64_t j) {
+  const int32_t page = pages[j / page_size];
+  return page < 0 ? 0 : static_cast<int64_t>(page) * page_size + j % page_size;
+}
+__device__ __forceinline__ bool masked_page(const int32_t* pages, int32_t page_size, int64_t j) {
+  return pages[j / page_size] < 0;
 }
 
 // The keys a ranker's pages hold: whole pages, but the newest page (if listed: it sorts last)
@@ -239,7 +249,10 @@ __device__ void attend_block(const attention_args& a, int64_t row, int32_t kvh, 
       if (c * E16 >= hd) continue;
       int64_t j = src.begin + t * TK + r;
       if (j >= src.end) j = src.end - 1;  // a valid key; masked when scored
-      const int64_t key = src.slots ? src.slots[j] : src.pages ? page_row(src.pages, src.page_size, j) : j;
+      const int64_t key = src.slots ? src.slots[j]
+                          : src.pages ? (src.masked ? masked_page_row(src.pages, src.page_size, j)
+                                                    : page_row(src.pages, src.page_size, j))
+                                      : j;
       const int64_t vrow = a.v_rows ? a.v_rows[key] : key;
       cp_async16(kt + r * hd + c * E16, kb + key * hd + c * E16);
       cp_async16(vt + r * hd + c * E16, vb + vrow * hd + c * E16);
@@ -278,7 +291,7 @@ __device__ void attend_block(const attention_args& a, int64_t row, int32_t kvh, 
         for (int e = 0; e < 8; ++e) d = fmaf(q[g][e], k8[e], d);
         s[g] = group_sum<LPK>(d);
       }
-      if (j >= src.end) continue;  // the whole lane group agrees; no shuffle follows
+      if (j >= src.end || (src.masked && masked_page(src.pages, src.page_size, j))) continue;  // a whole lane group
       if (src.log_weights) {
         const float w = src.log_weights[j] * k_log2e;
 #pragma unroll
@@ -452,7 +465,8 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
     for (int nb = 0; nb < 2; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (j0 + 8 * nb + (e & 1) >= end) s[nb][e] = -INFINITY;
+        if (j0 + 8 * nb + (e & 1) >= end)
+          s[nb][e] = -INFINITY;
     // Online softmax per row; the four lanes of a row (same g) share its max.
     float corr[2];
 #pragma unroll
@@ -542,6 +556,7 @@ __global__ void __launch_bounds__(k_threads) attention_split_kernel(const attent
   if (pt.pages) {  // pages per query head: GMAX is 1 and h0 the head
     src.pages = pt.pages + (pt.per_head ? h0 : kvh) * pt.stride;
     src.page_size = pt.page_size;
+    src.masked = pt.masked != 0;
   }
   const int64_t len = src.pages ? paged_keys(pt, src.pages) : a.kv_len[row];
   const int64_t chunk = (len + n_splits - 1) / n_splits;
@@ -807,7 +822,7 @@ cudaError_t launch_split(const attention_args& a, const page_table& pt, void* wo
   int32_t* counters = static_cast<int32_t*>(work);
   float* po = work ? reinterpret_cast<float*>(counters + MAX_COUNTERS) : nullptr;
   float* pl = po ? po + static_cast<size_t>(a.n) * a.n_heads * n_splits * a.head_dim : nullptr;
-  if (mma_supported(a)) {
+  if (mma_supported(a) && !pt.masked) {  // masked tables: the CUDA-core kernel
     const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(per_head ? a.n_heads : a.n_kv_heads),
                     static_cast<unsigned>(a.n));
     return with_mma(a, [&](auto t, auto hd) -> cudaError_t {

@@ -182,11 +182,13 @@ struct page_table {
   int64_t stride = 0;
   int32_t page_size = 16;
   int32_t per_head = 0;
+  int32_t masked = 0;  // ids may be -1 (a masked table): those pages hold no key
 };
 // Bytes of scratch launch_attention_pages needs (a.kv_bound = the most keys a ranker reads).
 size_t attention_pages_workspace_bytes(const attention_args& a, const page_table& pt, int32_t n_sms);
 // One row's attention over its rankers' pages (a.n = 1), split over the pages like
-// launch_attention; with KV-head rankers each K/V byte is read once per group.
+// launch_attention; with KV-head rankers each K/V byte is read once per group. A page id of -1
+// (a masked table) contributes no key.
 cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt, void* work,
                                    int32_t n_sms, cudaStream_t s);
 
@@ -218,6 +220,21 @@ cudaError_t launch_select_pages(const float* q, const float* summaries, int64_t 
                                 bool group_mean, int32_t sink_pages, int32_t local_pages,
                                 const int32_t* plan, int64_t pages_bound, float* scores,
                                 int32_t* pages, int64_t select_bound, cudaStream_t s);
+
+// ---- PRR (prr.cu) ------------------------------------------------------------------------------
+// The predictor's forecast of pages [0, plan[1]) into scores [n_rankers][pages_bound] (+inf for
+// pages never observed); launch_top_pages then picks the predicted set.
+cudaError_t launch_forecast_pages(const float* state, int64_t pages_capacity, int32_t n_rankers, float phi,
+                                  const int32_t* plan, int64_t pages_bound, float* scores, cudaStream_t s);
+// Holt's update of state [n_rankers][pages_capacity][2] with scores [n_rankers][scores_stride].
+cudaError_t launch_update_predictor(float* state, int64_t pages_capacity, int32_t n_rankers, const float* scores,
+                                    int64_t scores_stride, const int32_t* plan, float alpha, float beta, float phi,
+                                    cudaStream_t s);
+// out[r][i] = a[r][i] if (it is among b[r]'s ids) == keep_shared, else -1, for i < plan_a[2];
+// kept[r] (or null) the ids ranker r kept.
+cudaError_t launch_mask_pages(const int32_t* a, int64_t a_bound, const int32_t* plan_a, const int32_t* b,
+                              int64_t b_bound, const int32_t* plan_b, int32_t n_rankers, bool keep_shared,
+                              int32_t* out, int32_t* kept, cudaStream_t s);
 
 // ---- vAttention (vattention.cu) ----------------------------------------------------------------
 // One decode row's pilot, budget and weighted sample over the residual of each query head's

@@ -7,8 +7,9 @@
 // query head with per-head selection, once per KV head with per-group selection).
 //
 // End to end (a model file): decode ms/token at each depth for dense decoding, Quest 1/16 (per
-// head), Quest 1/16 per group with ReSA's rectification (f = 32), vAttention (eps 0.05, top-k
-// 1/16) and the cascade (a 4K cache in 8 sub-caches), with the KV bytes each step read. The
+// head), Quest 1/16 per group with ReSA's rectification (f = 32), RetroAttention (w = 2, 4),
+// Quest with PRR's speculation (superset and strict, r = 1), vAttention (eps 0.05, top-k 1/16)
+// and the cascade (a 4K cache in 8 sub-caches), with the KV bytes each step read. The
 // full-cache methods start from one dense prefill whose memory is copied into each session.
 #include <algorithm>
 #include <chrono>
@@ -207,6 +208,13 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
       rt.sparse.retro_window = w;
       methods.push_back({w == 2 ? "Quest 1/16 + RetroAttention w=2" : "Quest 1/16 + RetroAttention w=4", rt,
                          w == 2 ? "retro:2" : "retro:4"});
+    }
+    for (sa::speculation mode : {sa::speculation::superset, sa::speculation::strict}) {
+      sa::session_config pr = q;
+      pr.sparse.prr = mode;
+      const bool superset = mode == sa::speculation::superset;
+      methods.push_back({superset ? "Quest 1/16 + PRR superset r=1" : "Quest 1/16 + PRR strict r=1", pr,
+                         superset ? "prr" : "prr-strict"});
     }
     sa::session_config v = q;
     v.sparse.method = sa::sparse_method::vattention;

@@ -171,7 +171,7 @@ void backend::update_predictor(const tensor&, int64_t, int32_t, const tensor&, i
 }
 
 void backend::mask_pages(const tensor&, int64_t, const tensor&, const tensor&, int64_t, const tensor&, int32_t,
-                         bool, const tensor&) {
+                         bool, const tensor&, const tensor*) {
   fail(SA_ERR_UNSUPPORTED, "mask_pages (PRR) is not implemented on the %s backend", name());
 }
 

@@ -207,6 +207,17 @@ class backend {
   };
   virtual step_counts steps() const { return {}; }
 
+  // ---- a second queue ---------------------------------------------------------------------
+  // Ops enqueued between begin_side() and end_side() run on a second queue: after everything
+  // enqueued before begin_side(), and concurrently with the ops enqueued after end_side(), until
+  // join_side(), after which the main queue runs behind both (PRR's speculation beside the
+  // selection). A recorded step records the two branches. Pairs do not nest, and a step joins
+  // every side it begins; side ops must not share scratch with the main queue's. The CPU runs
+  // everything in call order (the defaults do nothing).
+  virtual void begin_side() {}
+  virtual void end_side() {}
+  virtual void join_side() {}
+
   // ---- ops --------------------------------------------------------------------------------
   // out[i][:] = row ids[i] of table, dequantized. table [n_vocab][d] a weight; ids i32 [n];
   // out [n][d].
@@ -336,11 +347,13 @@ class backend {
   // rows [p * page_size, min((p + 1) * page_size, n_keys)) of KV head h / group — and writes
   // out [n_heads][head_dim], lse [n_heads] as attention_sets does over those slots.
   // kv.v_rows must be null. select_bound (pages per ranker at most) is a launch shape.
+  // `masked`: the table may hold ids of -1 (mask_pages' output), which hold no key; a device
+  // checks for them only then.
   virtual void attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
                                int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
                                bool group_mean, const tensor& pages, int64_t select_bound,
                                const tensor& plan, float scale, const tensor& out,
-                               const tensor& lse) = 0;
+                               const tensor& lse, bool masked = false) = 0;
 
   // ---- RetroAttention: the window's past decode rows (policy/retro.h) ---------------------
   // Ops a backend may lack: the defaults throw SA_ERR_UNSUPPORTED naming the op and backend.
@@ -368,10 +381,11 @@ class backend {
   virtual void copy(const tensor& src, const tensor& dst);
 
   // ---- PRR: predicted pages, attended before the selection, then repaired (policy/prr.h) ----
-  // Ops a backend may lack (the defaults throw SA_ERR_UNSUPPORTED). A predictor's state is
-  // f32 [n_rankers][pages_capacity][2]: (level, trend) of each page's damped-trend Holt
-  // predictor of its Quest score. Its plan is i32 [5] = {n_keys, n_pages, n_selected, take,
-  // n_observed}: pages [0, n_observed) have state.
+  // Ops a backend may lack (has_prr() false; the defaults throw SA_ERR_UNSUPPORTED). A
+  // predictor's state is f32 [n_rankers][pages_capacity][2]: (level, trend) of each page's
+  // damped-trend Holt predictor of its Quest score. Its plan is i32 [5] = {n_keys, n_pages,
+  // n_selected, take, n_observed}: pages [0, n_observed) have state.
+  virtual bool has_prr() const { return false; }
   //
   // The predicted selection: page p's predicted score level + phi * trend (p < n_observed;
   // +inf for pages never observed) into scores [n_rankers][pages_bound], then the pages as
@@ -389,11 +403,12 @@ class backend {
                                 float alpha, float beta, float phi);
   // out [n_rankers][a_bound]: the plan_a[2] page ids of each ranker in a [n_rankers][a_bound],
   // each replaced by -1 unless it is (keep_shared) or is not (!keep_shared) among the plan_b[2]
-  // ids of the same ranker in b [n_rankers][b_bound] (both ascending). attention_pages on the
-  // CPU skips ids of -1; device backends do not take such tables yet.
+  // ids of the same ranker in b [n_rankers][b_bound] (both ascending). attention_pages skips
+  // ids of -1 on the backends with these ops. With `kept` (i32 [n_rankers]), also the count of
+  // ids each ranker kept.
   virtual void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
                           int64_t b_bound, const tensor& plan_b, int32_t n_rankers,
-                          bool keep_shared, const tensor& out);
+                          bool keep_shared, const tensor& out, const tensor* kept = nullptr);
 
   // ---- vAttention on the device: one decode row (policy/vattention.h) --------------------
   // Ops a backend may lack (has_vattention() false; the defaults throw SA_ERR_UNSUPPORTED).

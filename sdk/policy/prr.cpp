@@ -42,6 +42,7 @@ prr::prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_ranke
   forecast_ = new_f32_tensor(be, buffers_, pages_capacity, n_rankers);
   predicted_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, n_rankers);
   masked_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, n_rankers);
+  missed_ = new_tensor(be, buffers_, dtype::i32, n_rankers, hp.n_layers);
   calib_q_ = new_f32_tensor(be, buffers_, int64_t{hp.n_heads} * hp.head_dim,
                             int64_t{hp.n_layers} * c.prr_calib_rows);
   out_b_ = new_f32_tensor(be, buffers_, hp.head_dim, hp.n_heads);
@@ -50,7 +51,13 @@ prr::prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_ranke
 }
 
 void prr::begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys) {
+  settle();  // the last step's figures, before its plan goes
   plan_ = plan;
+  // Every sparse layer repairs (a replayed step runs no host code, so they are listed here).
+  repaired_.clear();
+  if (!plan.dense)
+    for (int32_t l = c_.dense_layers; l < hp_.n_layers; ++l) repaired_.push_back(l);
+  figures_pending_ = !repaired_.empty();
   take_p_ = predicted_take(c_, plan);
   const int32_t v[5] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan.n_pages),
                         static_cast<int32_t>(plan.forced + take_p_), static_cast<int32_t>(take_p_),
@@ -83,39 +90,39 @@ void prr::repair(int32_t layer, const tensor& q, const kv_view& kv, const page_s
     be_.mask_pages(*a.pages, a.select_bound, *a.plan, predicted_, select_bound_p_, plan_p_, n_rankers_, true,
                    masked_);
     be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, masked_,
-                        a.select_bound, *a.plan, scale, out, lse);
+                        a.select_bound, *a.plan, scale, out, lse, true);
   }
+  const tensor missed = missed_.row_range(layer, 1);
   be_.mask_pages(*a.pages, a.select_bound, *a.plan, predicted_, select_bound_p_, plan_p_, n_rankers_, false,
-                 masked_);
+                 masked_, &missed);
   be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, masked_,
-                      a.select_bound, *a.plan, scale, out_b_, lse_b_);
+                      a.select_bound, *a.plan, scale, out_b_, lse_b_, true);
   be_.merge_attention(out, lse, out_b_, lse_b_);
-  // Hits and waste of the pages picked by score (the forced ones are in both sets).
-  host_a_.resize(static_cast<size_t>(n_rankers_ * a.select_bound));
-  host_p_.resize(static_cast<size_t>(n_rankers_ * select_bound_p_));
-  be_.download(*a.pages->buf, a.pages->offset, host_a_.data(), host_a_.size() * sizeof(int32_t));
-  be_.download(*predicted_.buf, predicted_.offset, host_p_.data(), host_p_.size() * sizeof(int32_t));
-  const int64_t n_a = plan_.n_selected, n_p = plan_.forced + take_p_;
-  wasted_.assign(static_cast<size_t>(n_rankers_), 0);
-  for (int32_t r = 0; r < n_rankers_; ++r) {
-    const int32_t* x = host_a_.data() + r * a.select_bound;
-    const int32_t* y = host_p_.data() + r * select_bound_p_;
-    int64_t shared = 0;
-    for (int64_t i = 0, j = 0; i < n_a && j < n_p;) {
-      if (x[i] == y[j]) {
-        shared += !page_is_forced(c_, x[i], plan_.n_pages);
-        ++i, ++j;
-      } else if (x[i] < y[j]) {
-        ++i;
-      } else {
-        ++j;
-      }
+}
+
+void prr::settle() const {
+  if (!figures_pending_) return;
+  figures_pending_ = false;
+  std::vector<int32_t> missed(static_cast<size_t>(hp_.n_layers * n_rankers_));
+  be_.download(*missed_.buf, missed_.offset, missed.data(), missed.size() * sizeof(int32_t));
+  wasted_.assign(missed.size(), 0);
+  // Of the `take` pages A picked by score, those P predicted: A's pages less the missed ones
+  // less the forced ones (in both sets).
+  for (int32_t layer : repaired_)
+    for (int32_t r = 0; r < n_rankers_; ++r) {
+      const size_t at = static_cast<size_t>(layer * n_rankers_ + r);
+      const int64_t shared = plan_.take - missed[at];
+      ++stats_.selections;
+      stats_.selected += static_cast<uint64_t>(plan_.take);
+      stats_.hits += static_cast<uint64_t>(shared);
+      wasted_[at] = static_cast<int32_t>(take_p_ - shared);
     }
-    ++stats_.selections;
-    stats_.selected += static_cast<uint64_t>(plan_.take);
-    stats_.hits += static_cast<uint64_t>(shared);
-    wasted_[static_cast<size_t>(r)] = static_cast<int32_t>(take_p_ - shared);
-  }
+}
+
+const int32_t* prr::wasted(int32_t layer) const {
+  settle();
+  if (wasted_.empty()) wasted_.assign(static_cast<size_t>(hp_.n_layers * n_rankers_), 0);
+  return wasted_.data() + static_cast<size_t>(layer) * static_cast<size_t>(n_rankers_);
 }
 
 void prr::end_step() {
@@ -248,6 +255,7 @@ void prr::calibrate_layer(int32_t layer, const tensor& summaries, int64_t summar
 }
 
 void prr::write_state(state_writer& w) const {
+  settle();
   byte_packer head;
   head.put(k_state_version).put(static_cast<int64_t>(n_observed_)).put(stats_.selections).put(stats_.selected)
       .put(stats_.hits).put(stats_.calibration_ms);

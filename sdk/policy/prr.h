@@ -71,11 +71,14 @@ class prr {
   void repair(int32_t layer, const tensor& q, const kv_view& kv, const page_selection& a,
               const tensor& scores, int64_t scores_stride, float scale, const tensor& out,
               const tensor& lse);
-  // The predicted pages the last repair() found unselected, per ranker (the superset mode
-  // attends them: keys_attended counts them).
-  const std::vector<int32_t>& last_wasted() const { return wasted_; }
+  // The predicted pages the last step's repair() of `layer` found unselected, per ranker (the
+  // superset mode attends them: keys_attended counts them). The repairs count the pages they
+  // miss on the device; the first call after a step (or stats(), or a save) downloads them.
+  const int32_t* wasted(int32_t layer) const;
   // The decode step completed: pages up to its newest now have state.
   void end_step();
+  // The decode step failed: its figures are not counted.
+  void abandon() { figures_pending_ = false; }
 
   // A prefill batch's last rows (q rotated) are kept for the calibration, which runs once at
   // the end of the prefill call (calibrate), on the last batch's rows: a long prompt pays once.
@@ -84,7 +87,10 @@ class prr {
   // nothing to do), with the layers' page summaries.
   void calibrate(const page_summaries& summaries);
 
-  const prr_stats& stats() const { return stats_; }
+  const prr_stats& stats() const {
+    settle();
+    return stats_;
+  }
   const std::vector<prr_theta>& theta() const { return theta_; }
 
   // Persistence (blobs "prr/..."): θ per layer, the state of pages [0, n_observed), statistics.
@@ -97,6 +103,8 @@ class prr {
   void calibrate_layer(int32_t layer, const tensor& summaries, int64_t summaries_capacity);
   prr_theta fit(const std::vector<std::vector<float>>& rows, const std::vector<int64_t>& n_keys,
                 std::vector<float>& level, std::vector<float>& trend) const;
+  // The last step's hits and waste from the missed counts (one download), when pending.
+  void settle() const;
 
   backend& be_;
   const hparams& hp_;
@@ -117,8 +125,12 @@ class prr {
   page_plan plan_;    // Quest's plan of the step
   int64_t n_observed_ = 0, take_p_ = 0;
   std::vector<prr_theta> theta_;
-  std::vector<int32_t> host_a_, host_p_, wasted_;
-  prr_stats stats_;
+  // i32 [n_layers][n_rankers]: the pages of A each repair found unpredicted (|A \ P|).
+  tensor missed_;
+  std::vector<int32_t> repaired_;            // the layers the step repaired
+  mutable bool figures_pending_ = false;
+  mutable std::vector<int32_t> wasted_;      // [n_layers][n_rankers], after settle()
+  mutable prr_stats stats_;
 };
 
 }  // namespace sa

@@ -50,6 +50,8 @@ sparse_attention::sparse_attention(backend& be, step_buffer& step, const hparams
   if (c.prr != speculation::none) {
     if (c.method != sparse_method::quest)
       fail(SA_ERR_UNSUPPORTED, "PRR predicts Quest's pages; it does not combine with vAttention or the oracle");
+    if (!be.has_prr())
+      fail(SA_ERR_UNSUPPORTED, "PRR's predictor is not implemented on the %s backend", be.name());
     if (retro_ && c.prr == speculation::superset)
       fail(SA_ERR_UNSUPPORTED, "RetroAttention combines with PRR's strict mode only (the superset's extra pages "
            "would reach past queries twice)");
@@ -119,7 +121,8 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
       stats_.push_back(s);
     }
   // vAttention's figures come from the device once its layers ran (settle()).
-  records_pending_ = samples_on_backend() && !plan_.dense && c_.dense_layers < hp_.n_layers;
+  records_pending_ = (samples_on_backend() || (prr_ && c_.prr == speculation::superset)) && !plan_.dense &&
+                     c_.dense_layers < hp_.n_layers;
   const int32_t plan[4] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan_.n_pages),
                            static_cast<int32_t>(plan_.n_selected), static_cast<int32_t>(plan_.take)};
   plan_t_ = step_.put(std::span<const int32_t>(plan, 4));
@@ -173,11 +176,23 @@ const std::vector<head_stat>& sparse_attention::head_stats() const {
 void sparse_attention::settle() const {
   if (!records_pending_) return;
   records_pending_ = false;
-  std::vector<int32_t> rec(static_cast<size_t>(records_.elements()));
-  be_.download(*records_.buf, records_.offset, rec.data(), rec.size() * sizeof(int32_t));
-  for (size_t i = static_cast<size_t>(c_.dense_layers) * static_cast<size_t>(hp_.n_heads); i < stats_.size(); ++i) {
-    stats_[i].keys_attended = rec[4 * i + 1];
-    stats_[i].sample_budget = rec[4 * i + 2];
+  const size_t first = static_cast<size_t>(c_.dense_layers) * static_cast<size_t>(hp_.n_heads);
+  if (samples_on_backend()) {
+    std::vector<int32_t> rec(static_cast<size_t>(records_.elements()));
+    be_.download(*records_.buf, records_.offset, rec.data(), rec.size() * sizeof(int32_t));
+    for (size_t i = first; i < stats_.size(); ++i) {
+      stats_[i].keys_attended = rec[4 * i + 1];
+      stats_[i].sample_budget = rec[4 * i + 2];
+    }
+  }
+  if (prr_ && c_.prr == speculation::superset) {
+    // The wasted pages were attended too (full pages: the newest is always selected).
+    const bool group = c_.granularity == select_granularity::per_group;
+    const int32_t per_group = hp_.n_heads / hp_.n_kv_heads;
+    for (size_t i = first; i < stats_.size(); ++i) {
+      const int32_t h = stats_[i].head;
+      stats_[i].keys_attended += prr_->wasted(stats_[i].layer)[group ? h / per_group : h] * c_.page_size;
+    }
   }
 }
 
@@ -318,6 +333,7 @@ void sparse_attention::commit() {
 void sparse_attention::abandon() {
   // The device-side window may be half updated: start it again.
   if (retro_) retro_->clear();
+  if (prr_) prr_->abandon();
 }
 
 void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view& kv,
@@ -337,17 +353,18 @@ void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view&
     vattention_on_backend(layer, q, kv, out, lse);
   } else if (selects_on_backend()) {
     // Quest: scores, top pages and attention over them, all on the backend. With PRR the
-    // predicted pages are attended first and the missed ones repaired after the selection.
-    if (prr_) prr_->speculate(layer, q, kv, scale_, out, lse);
+    // predicted pages are attended on a second queue while the selection runs, and the missed
+    // ones repaired after it.
+    if (prr_) {
+      be_.begin_side();
+      prr_->speculate(layer, q, kv, scale_, out, lse);
+      be_.end_side();
+    }
     select(layer, q);
     if (prr_) {
+      be_.join_side();
+      // (The superset's wasted pages join keys_attended when the figures settle.)
       prr_->repair(layer, q, kv, selection(), page_scores_, pages_bound_, scale_, out, lse);
-      if (c_.prr == speculation::superset) {
-        // The wasted pages were attended too (full pages: the newest is always selected).
-        const int32_t per_group = hp_.n_heads / hp_.n_kv_heads;
-        for (int32_t h = 0; h < hp_.n_heads; ++h)
-          hs[h].keys_attended += prr_->last_wasted()[static_cast<size_t>(group ? h / per_group : h)] * c_.page_size;
-      }
     } else {
       be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group,
                           selected_, select_bound_, plan_t_, scale_, out, lse);

@@ -80,9 +80,6 @@ session::session(std::shared_ptr<const model> m, const session_config& c)
       sampler_(c.sampling) {
   config_ = with_backend(config_, *backend_);
   memory_ = make_memory(*backend_, *model_, *weights_, config_);
-  const bool prr = config_.sparse.prr != speculation::none;
-  if (prr && std::string_view(backend_->name()) != "cpu")
-    fail(SA_ERR_UNSUPPORTED, "PRR runs on the CPU backend only in this version, not on %s", backend_->name());
   if (config_.sparse.enabled()) {
     const auto& dense = static_cast<const dense_memory&>(*memory_);
     sparse_ = std::make_unique<sparse_attention>(*backend_, step_, model_->hp(), config_.sparse,

@@ -263,6 +263,36 @@ TEST_P(on_device, vattention_decoding_draws_what_the_cpu_draws) {
   EXPECT_LT(r.worst, 2e-2);
 }
 
+TEST_P(on_device, prr_decoding_matches_the_cpu) {
+  // PRR at a quarter of the pages, both outputs: the device forecasts, predicts, repairs and
+  // merges as the CPU does (strict mode: Quest's output; superset: the predicted pages too), so
+  // the keys read and the logits agree with the CPU's.
+  if (!sa::make_backend(GetParam(), 0, 1)->has_prr()) GTEST_SKIP() << "no PRR ops on this backend";
+  const auto m = shipped("sa-default-q8_0.gguf");
+  const std::vector<int32_t> prompt = prompt_tokens(*m, 700);
+  for (sa::speculation mode : {sa::speculation::strict, sa::speculation::superset}) {
+    sa::session_config c = config(backend_kind::cpu);
+    c.n_batch = 128;
+    c.sparse.method = sa::sparse_method::quest;
+    c.sparse.budget_ratio = 0.25f;
+    c.sparse.dense_layers = 1;
+    c.sparse.prr = mode;
+    const paired_run r = run_paired(m, c, GetParam(), prompt, 64);
+    const sa::session_stats &cs = r.cpu, &ds = r.dev;
+    const char* name = mode == sa::speculation::strict ? "prr strict" : "prr superset";
+    std::printf("%s: largest relative logit error %.3g, keys read %llu (cpu %llu) of %llu, hit rate %.3f (cpu %.3f)\n",
+                name, r.worst, static_cast<unsigned long long>(ds.sparse_keys_attended),
+                static_cast<unsigned long long>(cs.sparse_keys_attended),
+                static_cast<unsigned long long>(cs.sparse_keys_total), ds.prr_hit_rate, cs.prr_hit_rate);
+    EXPECT_LT(cs.sparse_keys_attended, cs.sparse_keys_total / 2) << name << ": the steps ran sparse";
+    EXPECT_NEAR(static_cast<double>(ds.sparse_keys_attended), static_cast<double>(cs.sparse_keys_attended),
+                0.01 * static_cast<double>(cs.sparse_keys_attended))
+        << name;
+    EXPECT_NEAR(ds.prr_hit_rate, cs.prr_hit_rate, 0.02) << name;
+    EXPECT_LT(r.worst, 2e-2) << name;
+  }
+}
+
 TEST_P(on_device, retro_decoding_matches_the_cpu) {
   // Quest at a quarter of the pages with RetroAttention (w = 2 and 4 per head, 2 per group):
   // each step runs the window's past rows again, supplements them with the pages they have not

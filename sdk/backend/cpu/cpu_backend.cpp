@@ -356,7 +356,8 @@ void cpu_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n_
                                   int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
                                   bool group_mean, const tensor& pages, int64_t select_bound,
                                   const tensor& plan, float scale, const tensor& out,
-                                  const tensor& lse) {
+                                  const tensor& lse, bool masked) {
+  (void)masked;  // ids of -1 are skipped whether or not the caller says they may occur
   const plan_values pv = plan_of(plan, page_size, kv.capacity, "attention_pages");
   const int32_t group = n_heads / n_kv_heads;
   const int32_t rankers = group_mean ? n_kv_heads : n_heads;
@@ -654,22 +655,26 @@ void cpu_backend::update_predictor(const tensor& state, int64_t pages_capacity, 
 
 void cpu_backend::mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
                              int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
-                             const tensor& out) {
+                             const tensor& out, const tensor* kept) {
   const plan_values pa = plan_of(plan_a, 0, std::numeric_limits<int32_t>::max(), "mask_pages");
   const plan_values pb = plan_of(plan_b, 0, std::numeric_limits<int32_t>::max(), "mask_pages");
   if (pa.n_selected > a_bound || pb.n_selected > b_bound || a.elements() < n_rankers * a_bound ||
-      b.elements() < n_rankers * b_bound || out.elements() < n_rankers * a_bound || out.type != dtype::i32)
+      b.elements() < n_rankers * b_bound || out.elements() < n_rankers * a_bound || out.type != dtype::i32 ||
+      (kept && (kept->type != dtype::i32 || kept->elements() < n_rankers)))
     fail(SA_ERR_INTERNAL, "mask_pages: page tables do not fit their bounds");
   for (int64_t r = 0; r < n_rankers; ++r) {
     const int32_t* x = ptr<int32_t>(a) + r * a_bound;
     const int32_t* y = ptr<int32_t>(b) + r * b_bound;
     int32_t* o = ptr<int32_t>(out) + r * a_bound;
     int64_t j = 0;
+    int32_t n_kept = 0;
     for (int64_t i = 0; i < pa.n_selected; ++i) {
       while (j < pb.n_selected && y[j] < x[i]) ++j;
       const bool shared = j < pb.n_selected && y[j] == x[i];
       o[i] = shared == keep_shared ? x[i] : -1;
+      n_kept += shared == keep_shared;
     }
+    if (kept) ptr<int32_t>(*kept)[r] = n_kept;
   }
 }
 

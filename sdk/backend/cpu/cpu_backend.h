@@ -83,7 +83,7 @@ class cpu_backend final : public backend {
   void attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                        int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
                        int64_t select_bound, const tensor& plan, float scale, const tensor& out,
-                       const tensor& lse) override;
+                       const tensor& lse, bool masked = false) override;
   void attention_unseen_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                               int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
                               int64_t select_bound, const tensor& plan, const tensor& stamps,
@@ -92,6 +92,7 @@ class cpu_backend final : public backend {
   void stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan, int32_t n_rankers,
                    bool every_page, const tensor& stamps, int64_t pages_capacity) override;
   void copy(const tensor& src, const tensor& dst) override;
+  bool has_prr() const override { return true; }
   void predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, float phi,
                      int32_t sink_pages, int32_t local_pages, const tensor& plan, int64_t pages_bound,
                      const tensor& scores, const tensor& pages, int64_t select_bound) override;
@@ -100,7 +101,7 @@ class cpu_backend final : public backend {
                         float beta, float phi) override;
   void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
                   int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
-                  const tensor& out) override;
+                  const tensor& out, const tensor* kept = nullptr) override;
   bool has_vattention() const override { return true; }
   void vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,

@@ -101,7 +101,14 @@ cuda_backend::cuda_backend(int device) : device_(device) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   n_sms_ = prop.multiProcessorCount;
-  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_ = main_;
+  check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
+  // SA_CUDA_SIDE_STREAM=0 keeps side ops on the main stream (a diagnostic: the same results).
+  const char* side = std::getenv("SA_CUDA_SIDE_STREAM");
+  side_enabled_ = !(side && std::strcmp(side, "0") == 0);
   void* ring = nullptr;
   check(cudaHostAlloc(&ring, k_ring_bytes, cudaHostAllocDefault), "cudaHostAlloc");
   up_ring_ = static_cast<uint8_t*>(ring);
@@ -116,7 +123,8 @@ cuda_backend::cuda_backend(int device) : device_(device) {
 
 cuda_backend::~cuda_backend() {
   cudaSetDevice(device_);
-  if (stream_) cudaStreamSynchronize(stream_);
+  if (main_) cudaStreamSynchronize(main_);
+  if (side_) cudaStreamSynchronize(side_);
   for (auto& [key, st] : steps_)
     if (st.exec) cudaGraphExecDestroy(st.exec);
   lt_.reset();
@@ -125,7 +133,37 @@ cuda_backend::~cuda_backend() {
   scratch_.clear();
   if (up_ring_) cudaFreeHost(up_ring_);
   if (down_) cudaFreeHost(down_);
-  if (stream_) cudaStreamDestroy(stream_);
+  if (fork_) cudaEventDestroy(fork_);
+  if (join_) cudaEventDestroy(join_);
+  if (side_) cudaStreamDestroy(side_);
+  if (main_) cudaStreamDestroy(main_);
+}
+
+void cuda_backend::begin_side() {
+  // (A step that failed between begin and join left its side behind: it is dropped.)
+  stream_ = main_;
+  side_unjoined_ = false;
+  side_open_ = true;
+  if (!side_enabled_) return;
+  check(cudaEventRecord(fork_, main_), "cudaEventRecord");
+  check(cudaStreamWaitEvent(side_, fork_, 0), "cudaStreamWaitEvent");
+  stream_ = side_;
+}
+
+void cuda_backend::end_side() {
+  if (!side_open_) fail(SA_ERR_INTERNAL, "cuda backend: end_side without begin_side");
+  side_open_ = false;
+  side_unjoined_ = true;
+  if (!side_enabled_) return;
+  stream_ = main_;
+  check(cudaEventRecord(join_, side_), "cudaEventRecord");
+}
+
+void cuda_backend::join_side() {
+  if (!side_unjoined_) fail(SA_ERR_INTERNAL, "cuda backend: join_side without a side queue");
+  side_unjoined_ = false;
+  if (!side_enabled_) return;
+  check(cudaStreamWaitEvent(main_, join_, 0), "cudaStreamWaitEvent");
 }
 
 void cuda_backend::bind_thread() { check(cudaSetDevice(device_), "cudaSetDevice"); }
@@ -267,6 +305,8 @@ void cuda_backend::run_step(uint64_t key, const std::function<void()>& enqueue) 
     enqueue();
   } catch (...) {
     capturing_ = false;
+    stream_ = main_;  // a side queue the failure left open is abandoned with the capture
+    side_open_ = side_unjoined_ = false;
     cudaStreamEndCapture(stream_, &graph);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
@@ -630,7 +670,7 @@ void cuda_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n
                                    int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
                                    bool group_mean, const tensor& pages, int64_t select_bound,
                                    const tensor& plan, float scale, const tensor& out,
-                                   const tensor& lse) {
+                                   const tensor& lse, bool masked) {
   check_plan(plan, "attention_pages");
   if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_pages: values must sit at the keys' rows");
   attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
@@ -646,6 +686,7 @@ void cuda_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n
   pt.stride = select_bound;
   pt.page_size = page_size;
   pt.per_head = group_mean ? 0 : 1;
+  pt.masked = masked ? 1 : 0;
   const size_t work = attention_pages_workspace_bytes(a, pt, n_sms_);
   check(launch_attention_pages(a, pt, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_),
         "attention_pages");
@@ -677,6 +718,59 @@ void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, in
   sets_args sets;
   check(launch_unseen_sets(u, work, sets, stream_), "attention_unseen_pages (key sets)");
   check(launch_attention_sets(a, sets, stream_), "attention_unseen_pages");
+}
+
+namespace {
+// A predictor plan (i32 [5]) on the device: its shape only; the values are the device's.
+void check_predictor_plan(const tensor& plan, const char* op) {
+  if (plan.type != dtype::i32 || plan.elements() < 5)
+    fail(SA_ERR_INTERNAL, "%s: a predictor plan of %lld elements", op, static_cast<long long>(plan.elements()));
+}
+}  // namespace
+
+void cuda_backend::predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, float phi,
+                                 int32_t sink_pages, int32_t local_pages, const tensor& plan, int64_t pages_bound,
+                                 const tensor& scores, const tensor& pages, int64_t select_bound) {
+  check_predictor_plan(plan, "predict_pages");
+  if (n_rankers < 1 || pages_bound < 1 || pages_bound > pages_capacity || select_bound < 1 ||
+      state.elements() < int64_t{n_rankers} * pages_capacity * 2 || scores.elements() < n_rankers * pages_bound ||
+      pages.type != dtype::i32 || pages.elements() < n_rankers * select_bound || local_pages < 1 || sink_pages < 0)
+    fail(SA_ERR_INTERNAL, "predict_pages: %d rankers of %lld pages (select %lld) do not fit", n_rankers,
+         static_cast<long long>(pages_bound), static_cast<long long>(select_bound));
+  check(launch_forecast_pages(ptr<const float>(state), pages_capacity, n_rankers, phi, ints(plan), pages_bound,
+                              ptr<float>(scores), stream_),
+        "predict_pages (forecast)");
+  check(launch_top_pages(ptr<const float>(scores), n_rankers, pages_bound, sink_pages, local_pages, ints(plan),
+                         reinterpret_cast<int32_t*>(dev(pages)), select_bound, stream_),
+        "predict_pages");
+}
+
+void cuda_backend::update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
+                                    const tensor& scores, int64_t scores_stride, const tensor& plan, float alpha,
+                                    float beta, float phi) {
+  check_predictor_plan(plan, "update_predictor");
+  if (n_rankers < 1 || scores_stride < 1 || scores_stride > pages_capacity ||
+      state.elements() < int64_t{n_rankers} * pages_capacity * 2 || scores.elements() < n_rankers * scores_stride)
+    fail(SA_ERR_INTERNAL, "update_predictor: %d rankers of %lld pages do not fit", n_rankers,
+         static_cast<long long>(scores_stride));
+  check(launch_update_predictor(ptr<float>(state), pages_capacity, n_rankers, ptr<const float>(scores),
+                                scores_stride, ints(plan), alpha, beta, phi, stream_),
+        "update_predictor");
+}
+
+void cuda_backend::mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
+                              int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
+                              const tensor& out, const tensor* kept) {
+  check_plan(plan_a, "mask_pages");
+  check_plan(plan_b, "mask_pages");
+  if (n_rankers < 1 || a_bound < 1 || b_bound < 1 || a.type != dtype::i32 || b.type != dtype::i32 ||
+      out.type != dtype::i32 || a.elements() < n_rankers * a_bound || b.elements() < n_rankers * b_bound ||
+      out.elements() < n_rankers * a_bound || (kept && (kept->type != dtype::i32 || kept->elements() < n_rankers)))
+    fail(SA_ERR_INTERNAL, "mask_pages: page tables do not fit their bounds");
+  check(launch_mask_pages(ints(a), a_bound, ints(plan_a), ints(b), b_bound, ints(plan_b), n_rankers, keep_shared,
+                          reinterpret_cast<int32_t*>(dev(out)), kept ? reinterpret_cast<int32_t*>(dev(*kept)) : nullptr,
+                          stream_),
+        "mask_pages");
 }
 
 vattention_args cuda_backend::vattention_args_of(const char* op, const tensor& q, const kv_view& kv,

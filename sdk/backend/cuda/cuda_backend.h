@@ -108,7 +108,7 @@ class cuda_backend final : public backend {
   void attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                        int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
                        int64_t select_bound, const tensor& plan, float scale, const tensor& out,
-                       const tensor& lse) override;
+                       const tensor& lse, bool masked = false) override;
   void attention_unseen_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
                               int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
                               bool group_mean, const tensor& pages, int64_t select_bound,
@@ -119,6 +119,19 @@ class cuda_backend final : public backend {
                    int32_t n_rankers, bool every_page, const tensor& stamps,
                    int64_t pages_capacity) override;
   void copy(const tensor& src, const tensor& dst) override;
+  void begin_side() override;
+  void end_side() override;
+  void join_side() override;
+  bool has_prr() const override { return true; }
+  void predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, float phi,
+                     int32_t sink_pages, int32_t local_pages, const tensor& plan, int64_t pages_bound,
+                     const tensor& scores, const tensor& pages, int64_t select_bound) override;
+  void update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
+                        const tensor& scores, int64_t scores_stride, const tensor& plan, float alpha,
+                        float beta, float phi) override;
+  void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
+                  int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
+                  const tensor& out, const tensor* kept = nullptr) override;
   bool has_vattention() const override { return true; }
   void vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
@@ -163,7 +176,10 @@ class cuda_backend final : public backend {
 
   int device_;
   int32_t n_sms_ = 0;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // where ops go: main_, or side_ between begin_side and end_side
+  cudaStream_t main_ = nullptr, side_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  bool side_enabled_ = true, side_open_ = false, side_unjoined_ = false;
   // Pinned staging for uploads (a ring of regions, each reused once its copy has run) and for
   // downloads.
   uint8_t* up_ring_ = nullptr;

@@ -91,7 +91,7 @@ class vulkan_backend final : public backend {
   void attention_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                        int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
                        int64_t select_bound, const tensor& plan, float scale, const tensor& out,
-                       const tensor& lse) override;
+                       const tensor& lse, bool masked = false) override;
   void merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
                        const tensor& lse_b) override;
   void probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,

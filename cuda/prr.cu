@@ -1,0 +1,122 @@
+// PRR's predictor on the device (backend.h: predict_pages, update_predictor, mask_pages; the
+// method in sdk/policy/prr.h). State [rankers][pages_capacity][2] f32: (level, trend) of each
+// page's damped-trend Holt predictor of its Quest score. Plans are i32 in device memory:
+// {n_keys, n_pages, n_selected, take, n_observed}.
+//
+// forecast: a thread per (ranker, page) of pages [0, plan[1]): level + phi * trend, or +inf for
+//   a page never observed (p >= plan[4]), into scores [rankers][pages_bound]; top_pages
+//   (pages.cu) then picks the predicted set as select_pages picks Quest's.
+// update: a thread per (ranker, page): Holt's update with the step's Quest scores
+//   [rankers][scores_stride]; a page observed for the first time starts at (score, 0).
+// mask: a block per ranker, a thread per entry i < plan_a[2]: a binary search for a's id among
+//   b's plan_b[2] ascending ids; the id where shared == keep_shared, else -1; and the count kept.
+// The arithmetic is rounded step by step (no fused multiply-add) as the CPU computes it, so
+// both backends forecast the same scores and predict the same pages.
+// Bytes: the state (8 per page and ranker) read once, and written once by the update; the
+// scores once; the page tables once.
+#include <cmath>
+
+#include "common.cuh"
+
+namespace sa::cuda {
+
+namespace {
+
+constexpr int k_threads = 256;
+
+__global__ void forecast_kernel(const float* state, int64_t pages_capacity, int32_t n_rankers, float phi,
+                                const int32_t* plan, int64_t pages_bound, float* scores) {
+  pdl_begin();
+  const int64_t n_pages = plan[1], observed = plan[4];
+  const int32_t r = blockIdx.y;
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(k_threads) + threadIdx.x; p < n_pages;
+       p += static_cast<int64_t>(gridDim.x) * k_threads) {
+    const float* lt = state + (r * pages_capacity + p) * 2;
+    scores[r * pages_bound + p] = p < observed ? __fadd_rn(lt[0], __fmul_rn(phi, lt[1])) : INFINITY;
+  }
+  (void)n_rankers;
+}
+
+__global__ void update_kernel(float* state, int64_t pages_capacity, const float* scores, int64_t scores_stride,
+                              const int32_t* plan, float alpha, float beta, float phi) {
+  pdl_begin();
+  const int64_t n_pages = plan[1], observed = plan[4];
+  const int32_t r = blockIdx.y;
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(k_threads) + threadIdx.x; p < n_pages;
+       p += static_cast<int64_t>(gridDim.x) * k_threads) {
+    float* lt = state + (r * pages_capacity + p) * 2;
+    const float s = scores[r * scores_stride + p];
+    if (p >= observed) {
+      lt[0] = s;
+      lt[1] = 0.0f;
+      continue;
+    }
+    const float forecast = __fadd_rn(lt[0], __fmul_rn(phi, lt[1]));
+    const float level = __fadd_rn(__fmul_rn(alpha, s), __fmul_rn(__fsub_rn(1.0f, alpha), forecast));
+    const float trend = __fadd_rn(__fmul_rn(beta, __fsub_rn(level, lt[0])),
+                                  __fmul_rn(__fmul_rn(__fsub_rn(1.0f, beta), phi), lt[1]));
+    lt[1] = trend;
+    lt[0] = level;
+  }
+}
+
+__global__ void __launch_bounds__(k_threads) mask_kernel(const int32_t* a, int64_t a_bound, const int32_t* plan_a,
+                                                         const int32_t* b, int64_t b_bound, const int32_t* plan_b,
+                                                         bool keep_shared, int32_t* out, int32_t* kept) {
+  pdl_begin();
+  __shared__ float sm[k_threads / k_warp];
+  const int64_t n_a = plan_a[2], n_b = plan_b[2];
+  const int32_t r = blockIdx.y;
+  const int32_t* y = b + r * b_bound;
+  float n_kept = 0.0f;  // exact: a ranker keeps fewer than 2^24 pages
+  for (int64_t i = threadIdx.x; i < n_a; i += k_threads) {
+    const int32_t id = a[r * a_bound + i];
+    int64_t lo = 0, hi = n_b;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (y[mid] < id) lo = mid + 1;
+      else hi = mid;
+    }
+    const bool shared = lo < n_b && y[lo] == id;
+    out[r * a_bound + i] = shared == keep_shared ? id : -1;
+    n_kept += shared == keep_shared ? 1.0f : 0.0f;
+  }
+  if (kept) {
+    n_kept = block_sum(n_kept, sm);
+    if (threadIdx.x == 0) kept[r] = static_cast<int32_t>(n_kept);
+  }
+}
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = ceil_div(n < 1 ? 1 : n, k_threads);
+  return static_cast<unsigned>(b < 64 ? b : 64);
+}
+
+}  // namespace
+
+cudaError_t launch_forecast_pages(const float* state, int64_t pages_capacity, int32_t n_rankers, float phi,
+                                  const int32_t* plan, int64_t pages_bound, float* scores, cudaStream_t s) {
+  const dim3 grid(blocks_for(pages_bound), static_cast<unsigned>(n_rankers));
+  launch_kernel(forecast_kernel, grid, k_threads, 0, s, state, pages_capacity, n_rankers, phi, plan, pages_bound,
+                scores);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_update_predictor(float* state, int64_t pages_capacity, int32_t n_rankers, const float* scores,
+                                    int64_t scores_stride, const int32_t* plan, float alpha, float beta, float phi,
+                                    cudaStream_t s) {
+  const dim3 grid(blocks_for(scores_stride), static_cast<unsigned>(n_rankers));
+  launch_kernel(update_kernel, grid, k_threads, 0, s, state, pages_capacity, scores, scores_stride, plan, alpha,
+                beta, phi);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_mask_pages(const int32_t* a, int64_t a_bound, const int32_t* plan_a, const int32_t* b,
+                              int64_t b_bound, const int32_t* plan_b, int32_t n_rankers, bool keep_shared,
+                              int32_t* out, int32_t* kept, cudaStream_t s) {
+  const dim3 grid(1, static_cast<unsigned>(n_rankers));  // a block per ranker: it counts what it kept
+  launch_kernel(mask_kernel, grid, k_threads, 0, s, a, a_bound, plan_a, b, b_bound, plan_b, keep_shared, out, kept);
+  return cudaGetLastError();
+}
+
+}  // namespace sa::cuda
