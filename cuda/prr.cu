@@ -24,8 +24,8 @@ namespace {
 
 constexpr int k_threads = 256;
 
-__global__ void forecast_kernel(const float* state, int64_t pages_capacity, int32_t n_rankers, float phi,
-                                const int32_t* plan, int64_t pages_bound, float* scores) {
+__global__ void forecast_kernel(const float* state, int64_t pages_capacity, float phi, const int32_t* plan,
+                                int64_t pages_bound, float* scores) {
   pdl_begin();
   const int64_t n_pages = plan[1], observed = plan[4];
   const int32_t r = blockIdx.y;
@@ -34,7 +34,6 @@ __global__ void forecast_kernel(const float* state, int64_t pages_capacity, int3
     const float* lt = state + (r * pages_capacity + p) * 2;
     scores[r * pages_bound + p] = p < observed ? __fadd_rn(lt[0], __fmul_rn(phi, lt[1])) : INFINITY;
   }
-  (void)n_rankers;
 }
 
 __global__ void update_kernel(float* state, int64_t pages_capacity, const float* scores, int64_t scores_stride,
@@ -97,8 +96,7 @@ unsigned blocks_for(int64_t n) {
 cudaError_t launch_forecast_pages(const float* state, int64_t pages_capacity, int32_t n_rankers, float phi,
                                   const int32_t* plan, int64_t pages_bound, float* scores, cudaStream_t s) {
   const dim3 grid(blocks_for(pages_bound), static_cast<unsigned>(n_rankers));
-  launch_kernel(forecast_kernel, grid, k_threads, 0, s, state, pages_capacity, n_rankers, phi, plan, pages_bound,
-                scores);
+  launch_kernel(forecast_kernel, grid, k_threads, 0, s, state, pages_capacity, phi, plan, pages_bound, scores);
   return cudaGetLastError();
 }
 

@@ -11,11 +11,11 @@
 //   keeps U keys in flight, whose rows single lanes find and pass round by shuffle. Scores in log2 units, an online softmax per lane group, merged over
 //   the warp by shuffles and over the 4 warps in shared memory into the block's partial
 //   (max, sum, unnormalised output); the pilot also writes each key's score and |v|^2.
-// finish: grid n_heads, 256 threads. Merges the chunks' partials (8 warps over the chunks,
+// finish: grid n_heads, 512 threads. Merges the chunks' partials (16 warps over the chunks,
 //   float4 lanes over the dims). The pilot's finish then computes the CLT's sample size in
-//   double — sdk/policy/vattention.cpp's sample_budget, term for term — and counts the pilot
-//   draws the sample repeats; the sample's finish merges the estimate, weighted n_s / b, into
-//   (out, lse).
+//   double — sdk/policy/vattention.cpp's sample_budget, term for term; the sample's draws count
+//   the pilot draws they repeat (taken off the keys read), and its finish merges the estimate,
+//   weighted n_s / b, into (out, lse).
 // Bytes: per head, the K and V rows of its draws (2 * head_dim * elem each, random rows in
 //   whole 16-byte pieces), the ranker's selected pages (from L1), the partials (chunks *
 //   (head_dim + 4) * 4, written once, read once) and the pilot's scores and norms (8 per key).

@@ -120,7 +120,7 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
       }
       stats_.push_back(s);
     }
-  // vAttention's figures come from the device once its layers ran (settle()).
+  // vAttention's records and PRR's waste come from the device once the layers ran (settle()).
   records_pending_ = (samples_on_backend() || (prr_ && c_.prr == speculation::superset)) && !plan_.dense &&
                      c_.dense_layers < hp_.n_layers;
   const int32_t plan[4] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan_.n_pages),
@@ -463,8 +463,7 @@ void sparse_attention::vattention_step(int32_t layer, const tensor& q, const kv_
       p.out_p = std::span<const float>(host_e_).subspan(u * static_cast<size_t>(hd), static_cast<size_t>(hd));
       const vattention::budget bud = vattention::sample_budget(c_.epsilon, c_.delta, ns, p);
       b = bud.sample;
-      hs[h].sample_budget = static_cast<int32_t>(std::min(
-          2147483647.0, std::ceil(std::max(bud.numerator, bud.denominator))));
+      hs[h].sample_budget = bud.asked();
     } else {
       hs[h].sample_budget = static_cast<int32_t>(ns);
     }

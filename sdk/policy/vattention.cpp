@@ -132,6 +132,10 @@ uint32_t permutation::index_of(uint32_t x) const {
   return i;
 }
 
+int32_t budget::asked() const {
+  return static_cast<int32_t>(std::min(2147483647.0, std::ceil(std::max(numerator, denominator))));
+}
+
 int64_t pilot_size(int64_t n_residual, float ratio) {
   if (n_residual <= k_min_pilot) return 0;
   const auto want = static_cast<int64_t>(std::floor(static_cast<double>(ratio) * static_cast<double>(n_residual)));

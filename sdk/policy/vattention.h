@@ -40,6 +40,9 @@ struct pilot {
 struct budget {
   double numerator = 0, denominator = 0;  // the CLT's sample sizes for N and D
   int64_t sample = 0;                     // max of both, rounded up, clamped to [n_b, n_s]
+  // The size the bound asked for before clamping: max of both, rounded up, at most 2^31 - 1
+  // (what head_stat::sample_budget and a vAttention record report).
+  int32_t asked() const;
 };
 
 // The sample size for a residual of n_residual keys (n_b = pilot size >= 2).

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string_view>
 
 #include "core/error.h"
 #include "memory/dense_memory.h"

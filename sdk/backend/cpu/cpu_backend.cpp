@@ -524,7 +524,7 @@ void cpu_backend::vattention_budget(const tensor& q, const kv_view& kv, int32_t 
       pl.out_p = std::span<const float>(out_p).subspan(u * hd, hd);
       const vattention::budget bud = vattention::sample_budget(p.epsilon, p.delta, r.n_s, pl);
       b = bud.sample;
-      clt = static_cast<int64_t>(std::min(2147483647.0, std::ceil(std::max(bud.numerator, bud.denominator))));
+      clt = bud.asked();
       shared = vattention::shared_draws(draws(p, r, h, vattention::k_pilot), n_b,
                                         draws(p, r, h, vattention::k_sample), b);
     }
