@@ -191,6 +191,8 @@ typedef struct sa_model_desc {
   float rope_freq_base;     /* RoPE base frequency */
   uint64_t n_params;        /* parameters in all weight tensors */
   uint64_t weight_bytes;    /* bytes of all weight tensors as stored */
+  int32_t tokenizer_nfc;    /* 1 when sa_tokenize normalizes text to NFC unless told not to,
+                               0 when it does not unless told to (see sa_tokenize) */
 } sa_model_desc;
 
 /*
@@ -221,26 +223,56 @@ SA_API sa_status sa_model_meta_string(const sa_model *model, const char *key, ch
 */
 
 /* Flags for sa_tokenize(). */
-#define SA_TOKENIZE_ADD_SPECIAL   1u /* add BOS/EOS where the model's metadata asks for them */
-#define SA_TOKENIZE_PARSE_SPECIAL 2u /* text such as "<|im_start|>" becomes its control token
-                                        (control, user-defined and unknown tokens such as
-                                        "<unk>"); with SentencePiece vocabularies the text
-                                        after each such token gets the leading-space marker,
-                                        as llama.cpp and Hugging Face's legacy mode give it */
+#define SA_TOKENIZE_ADD_SPECIAL     1u /* add BOS/EOS where the model's metadata asks for them */
+#define SA_TOKENIZE_PARSE_SPECIAL   2u /* text such as "<|im_start|>" becomes its control token
+                                          (control, user-defined and unknown tokens such as
+                                          "<unk>"); with SentencePiece vocabularies the text
+                                          after each such token gets the leading-space marker,
+                                          as llama.cpp and Hugging Face's legacy mode give it
+                                          (unless SA_TOKENIZE_SPM_NON_LEGACY) */
+#define SA_TOKENIZE_NFC             4u /* normalize the text to NFC whatever the model's
+                                          metadata says (see "Normalization" below) */
+#define SA_TOKENIZE_NO_NORMALIZE    8u /* never normalize: the text is tokenized exactly as
+                                          given, also for models that normalize */
+#define SA_TOKENIZE_SPM_NON_LEGACY 16u /* SentencePiece vocabularies: only text at the start
+                                          of the input gets the leading-space marker, not the
+                                          text after each special token (Hugging Face's
+                                          legacy=False); no effect on byte-level ones */
 
 /*
 ** sa_tokenize — split UTF-8 text into tokens with the model's own tokenizer (byte-level BPE
 ** or SentencePiece-style, from the GGUF metadata).
 **
 ** [in]  text, text_len  the text; may contain NUL bytes; text may be NULL when text_len is 0.
-** [in]  flags           SA_TOKENIZE_* flags.
+** [in]  flags           SA_TOKENIZE_* flags; SA_TOKENIZE_NFC together with
+**                       SA_TOKENIZE_NO_NORMALIZE, or a bit not defined above, is
+**                       SA_ERR_INVALID_ARG.
 ** [out] tokens          room for capacity tokens; may be NULL when capacity is 0 (NULL with a
 **                       capacity: SA_ERR_INVALID_ARG).
 ** [out] out_n           receives the number of tokens; not NULL.
 ** Returns SA_OK; SA_ERR_BUFFER_TOO_SMALL when capacity < *out_n (nothing useful is written,
 ** call again with a larger buffer); SA_ERR_MISUSE; SA_ERR_INVALID_ARG.
-** Bytes that are not valid UTF-8 are tokenized as bytes; nothing is lost.
+** Bytes that are not valid UTF-8 are tokenized as bytes; nothing is lost. Without
+** normalization the pieces of the tokens (sa_token_to_piece, special tokens rendered) join to
+** exactly the text; with it, to the text as normalized.
 ** Threading: any thread.
+**
+** Normalization: some tokenizers put their input in Unicode Normalization Form C first, so
+** that a decomposed "e" + U+0301 COMBINING ACUTE ACCENT gives the ids of the precomposed
+** U+00E9, as do decomposed Hangul jamo sequences of their syllable, and singletons such as
+** U+212B ANGSTROM SIGN those of U+00C5. GGUF files do not record a tokenizer's normalizer,
+** so sa applies NFC by default where the vocabulary implies it: byte-level BPE vocabularies
+** whose tokenizer.ggml.pre is "qwen2" (Qwen's tokenizers normalize to NFC). Vocabularies with
+** any other pre-tokenizer ("llama-bpe", "llama3", "gpt2", unknown ones) and SentencePiece ones
+** (tokenizer.ggml.model "llama") are not normalized by default. sa_model_desc.tokenizer_nfc
+** tells which applies to a model; SA_TOKENIZE_NFC and SA_TOKENIZE_NO_NORMALIZE override it.
+** What is applied is full canonical NFC as Unicode Standard Annex #15 defines it (canonical
+** decomposition, canonical ordering, canonical composition with the composition exclusions;
+** the Unicode version of the library's tables is 14.0), and nothing else (no compatibility
+** mapping, case folding or whitespace change). It applies to each run of text on its own: with
+** SA_TOKENIZE_PARSE_SPECIAL the special tokens are found in the text as given and the text
+** between them is normalized. Bytes that are not valid UTF-8 are kept as they are; nothing
+** reorders or composes across them.
 */
 SA_API sa_status sa_tokenize(const sa_model *model, const char *text, size_t text_len,
                              uint32_t flags, int32_t *tokens, size_t capacity, size_t *out_n);

@@ -90,6 +90,7 @@ sa_status sa_model_info(const sa_model* model, sa_model_desc* out) {
     d.rope_freq_base = hp.rope.freq_base;
     d.n_params = m.n_params();
     d.weight_bytes = m.weight_bytes();
+    d.tokenizer_nfc = m.vocab().normalizes_nfc() ? 1 : 0;
     sa::api::write_info(out, d, "sa_model_desc");
   });
 }

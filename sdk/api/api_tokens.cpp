@@ -24,11 +24,20 @@ sa_status sa_tokenize(const sa_model* model, const char* text, size_t text_len, 
     if (!out_n) sa::fail(SA_ERR_INVALID_ARG, "out_n is NULL");
     if (!tokens && capacity > 0) sa::fail(SA_ERR_INVALID_ARG, "tokens is NULL but capacity is %zu", capacity);
     if (!text && text_len) sa::fail(SA_ERR_INVALID_ARG, "text is NULL but text_len is %zu", text_len);
-    if (flags & ~(SA_TOKENIZE_ADD_SPECIAL | SA_TOKENIZE_PARSE_SPECIAL))
+    if (flags & ~(SA_TOKENIZE_ADD_SPECIAL | SA_TOKENIZE_PARSE_SPECIAL | SA_TOKENIZE_NFC |
+                  SA_TOKENIZE_NO_NORMALIZE | SA_TOKENIZE_SPM_NON_LEGACY))
       sa::fail(SA_ERR_INVALID_ARG, "unknown tokenize flags 0x%x", flags);
-    const std::vector<int32_t> ids = model->impl->vocab().encode(
-        std::string_view(text ? text : "", text_len), (flags & SA_TOKENIZE_ADD_SPECIAL) != 0,
-        (flags & SA_TOKENIZE_PARSE_SPECIAL) != 0);
+    if ((flags & SA_TOKENIZE_NFC) && (flags & SA_TOKENIZE_NO_NORMALIZE))
+      sa::fail(SA_ERR_INVALID_ARG, "SA_TOKENIZE_NFC and SA_TOKENIZE_NO_NORMALIZE contradict each other");
+    sa::encode_options options;
+    options.add_special = (flags & SA_TOKENIZE_ADD_SPECIAL) != 0;
+    options.parse_special = (flags & SA_TOKENIZE_PARSE_SPECIAL) != 0;
+    options.norm = (flags & SA_TOKENIZE_NFC)            ? sa::normalization::nfc
+                   : (flags & SA_TOKENIZE_NO_NORMALIZE) ? sa::normalization::none
+                                                        : sa::normalization::model;
+    options.space_prefix_after_special = (flags & SA_TOKENIZE_SPM_NON_LEGACY) == 0;
+    const std::vector<int32_t> ids =
+        model->impl->vocab().encode(std::string_view(text ? text : "", text_len), options);
     *out_n = ids.size();
     if (capacity < ids.size() || (!tokens && !ids.empty()))
       sa::fail(SA_ERR_BUFFER_TOO_SMALL, "%zu tokens do not fit in a buffer of %zu", ids.size(),

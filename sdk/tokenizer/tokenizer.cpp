@@ -46,6 +46,7 @@ struct tokenizer::impl {
   pretokenizer_kind pre = pretokenizer_kind::gpt2;
   bool ignore_merges = false;
   bool default_pre = false;
+  bool nfc = false;  // normalization::model is NFC
   bool add_bos = false, add_eos = false, add_space_prefix = true;
 
   token_lookup all;       // every token; the first id wins for a duplicated text
@@ -146,6 +147,7 @@ void tokenizer::impl::validate_and_index() {
     } else if (v.pre == "qwen2") {
       pre = pretokenizer_kind::qwen2;
       bos_default = false;
+      nfc = true;  // Qwen's tokenizer.json: "normalizer": {"type": "NFC"}
     } else {
       pre = pretokenizer_kind::gpt2;
       bos_default = false;
@@ -246,17 +248,37 @@ tokenizer::~tokenizer() = default;
 
 std::vector<int32_t> tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
+  encode_options options;
+  options.add_special = add_special;
+  options.parse_special = parse_special;
+  return encode(text, options);
+}
+
+std::vector<int32_t> tokenizer::encode(std::string_view text,
+                                       const encode_options& options) const {
   const impl& m = *impl_;
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
-  if (add_special && m.add_bos) out.push_back(m.v.bos);
+  if (options.add_special && m.add_bos) out.push_back(m.v.bos);
 
   std::vector<fragment> fragments;
-  if (parse_special) {
+  if (options.parse_special) {
     m.split_special(text, fragments);
   } else if (!text.empty()) {
     fragments.push_back({text, 0, -1});
   }
+
+  // Each run of text normalized on its own, after the special tokens are found in the raw
+  // text; `normalized` holds the current run's NFC form when it differs.
+  const bool nfc = options.norm == normalization::nfc ||
+                   (options.norm == normalization::model && m.nfc);
+  std::string normalized;
+  const auto run_text = [&](std::string_view t) {
+    if (!nfc || unicode::nfc_quick_yes(t)) return t;
+    normalized.clear();
+    unicode::append_nfc(t, normalized);
+    return std::string_view(normalized);
+  };
 
   if (m.byte_level) {
     bpe_model::scratch scratch;
@@ -267,7 +289,7 @@ std::vector<int32_t> tokenizer::encode(std::string_view text, bool add_special,
         continue;
       }
       words.clear();
-      pretokenize(m.pre, f.text, words);
+      pretokenize(m.pre, run_text(f.text), words);
       for (std::string_view w : words) m.bpe->encode(w, m.ignore_merges, scratch, out);
     }
   } else {
@@ -275,18 +297,19 @@ std::vector<int32_t> tokenizer::encode(std::string_view text, bool add_special,
     std::string buf;
     // The space prefix starts the input and every run of text after a special token, as
     // llama.cpp and Hugging Face's default (legacy) SentencePiece tokenizers do: a chat
-    // template's "<s>[INST] Hi" is then the ids the model was trained on.
-    bool after_special = true;
+    // template's "<s>[INST] Hi" is then the ids the model was trained on. Hugging Face's
+    // non-legacy mode prefixes only text at the start of the input.
+    bool prefix_next = true;
     for (const fragment& f : fragments) {
       if (f.special >= 0) {
         out.push_back(f.special);
-        after_special = true;
+        prefix_next = options.space_prefix_after_special;
         continue;
       }
       buf.clear();
-      if (m.add_space_prefix && after_special) buf.append(spm_space);
-      after_special = false;
-      for (char c : f.text) {
+      if (m.add_space_prefix && prefix_next) buf.append(spm_space);
+      prefix_next = false;
+      for (char c : run_text(f.text)) {
         if (c == ' ') {
           buf.append(spm_space);
         } else {
@@ -297,7 +320,7 @@ std::vector<int32_t> tokenizer::encode(std::string_view text, bool add_special,
     }
   }
 
-  if (add_special && m.add_eos && m.v.eos >= 0) out.push_back(m.v.eos);
+  if (options.add_special && m.add_eos && m.v.eos >= 0) out.push_back(m.v.eos);
   return out;
 }
 
@@ -322,5 +345,6 @@ size_t tokenizer::max_piece_bytes() const { return impl_->max_piece; }
 bool tokenizer::add_bos() const { return impl_->add_bos; }
 bool tokenizer::add_eos() const { return impl_->add_eos; }
 bool tokenizer::used_default_pretokenizer() const { return impl_->default_pre; }
+bool tokenizer::normalizes_nfc() const { return impl_->nfc; }
 
 }  // namespace sa

@@ -8,6 +8,13 @@
 //     are merged by `scores`, unknown bytes fall back to <0xNN> byte tokens.
 // Control and user-defined tokens (token_type 3 and 4) are matched in the raw text first when
 // special-token parsing is on.
+//
+// Normalization: the runs of text between special tokens may be put in Unicode NFC before
+// pre-tokenization, as the tokenizers that normalize do (Hugging Face's normalizer runs on the
+// text around the added tokens). GGUF has no key for a tokenizer's normalizer, so the
+// vocabulary implies it: the "qwen2" pre-tokenizer (Qwen's tokenizers have an NFC normalizer)
+// normalizes; Llama 3's and GPT-2's have none and SentencePiece models for Llama use the
+// identity normalization, so all others, and unknown labels, do not.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +39,23 @@ struct tokenizer_vocab {
   int add_space_prefix = -1;         // SentencePiece: default 1
 };
 
+// What encode() does to the text's Unicode form.
+enum class normalization : uint8_t {
+  model,  // what the vocabulary implies (see above)
+  none,   // the text as given
+  nfc,    // Normalization Form C
+};
+
+struct encode_options {
+  bool add_special = false;    // BOS/EOS as add_bos/add_eos say
+  bool parse_special = false;  // control/user-defined/unknown token texts become those tokens
+  normalization norm = normalization::model;
+  // SentencePiece: the text after each special token gets the space prefix too, as llama.cpp
+  // and Hugging Face's default (legacy) mode do; false: only the start of the input does
+  // (Hugging Face's legacy=False). No effect on byte-level vocabularies.
+  bool space_prefix_after_special = true;
+};
+
 class tokenizer {
  public:
   // Validates the vocabulary (ids in range, merges well-formed, byte tokens present where
@@ -51,8 +75,14 @@ class tokenizer {
   // add_special: BOS/EOS as add_bos/add_eos say. parse_special: control/user-defined token
   // texts in `text` become those tokens (longest match first); otherwise that text is encoded
   // like any other. Invalid UTF-8 is encoded as bytes, never dropped. SentencePiece: the space
-  // prefix goes only before text at the very start of the input.
+  // prefix goes before text at the start of the input and, unless
+  // space_prefix_after_special is off, after each special token.
+  // NFC, when applied, works on each run of text between special tokens; ill-formed UTF-8 is
+  // kept as it is (see unicode::append_nfc). Without it, the pieces of the result join to the
+  // text exactly; with it, to the text as normalized.
   // Safe to call from several threads at once (as are all const members).
+  std::vector<int32_t> encode(std::string_view text, const encode_options& options) const;
+  // The model's own normalization.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
 
   // Raw bytes a token stands for. Control tokens give "" unless render_special; the unknown
@@ -71,6 +101,8 @@ class tokenizer {
   // True when tokenizer.ggml.pre named a pre-tokenizer this build does not know, so the gpt2
   // one is used instead (tokens may then differ from the model's training).
   bool used_default_pretokenizer() const;
+  // True when normalization::model means NFC.
+  bool normalizes_nfc() const;
 
  private:
   struct impl;

@@ -3,7 +3,7 @@
 //                   kept small (narrow, one layer), plus the first KiBs of the shipped model and
 //                   of a K-quant tiny model (K-quants need 256-wide rows: too big to keep whole)
 //   tokenizer_fuzz  short texts: prose, code, ChatML control tokens, several scripts, emoji,
-//                   invalid UTF-8
+//                   invalid UTF-8, text that NFC changes
 //   store_fuzz      stores of short sessions on the shipped model, one per memory kind: dense,
 //                   streaming, cascade, dense with Quest (session id "fuzz", as the target
 //                   resumes)
@@ -87,6 +87,9 @@ void tokenizer_seeds(const fs::path& dir) {
       "\xF0\x9F\x98\x80\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 \xF0\x9F\x87\xBA\xF0\x9F\x87\xB8",
       "invalid \xFF\xFE \xC0\xAF \xED\xA0\x80 \xF4\x90\x80\x80 \xE2\x82 end\x80",
       "   \n\n\n    x\xC2\xA0y\xE3\x80\x80z",
+      // Decomposed and singleton forms that NFC changes, and ill-formed bytes between them.
+      ("cafe\xCC\x81 \xE2\x84\xAB\xE2\x84\xA6\xE2\x84\xAA \xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB "
+       "\xE0\xA7\x87\xE0\xA6\xBE q\xCC\x87\xCC\xA3 \xE0\xA5\x98\xCD\x84 e\xFF\xCC\x81"),
   };
   int i = 0;
   for (const char* t : texts) {

@@ -3,10 +3,14 @@
 //
 // What is checked, and where sa.h promises it:
 //   - every id is in [0, n_vocab), and the count query (capacity 0) agrees with the real call;
-//   - "Bytes that are not valid UTF-8 are tokenized as bytes; nothing is lost": without
-//     SA_TOKENIZE_PARSE_SPECIAL the pieces (sa_token_to_piece) of the tokens join to exactly
-//     the input bytes; with it, the pieces rendered with SA_PIECE_RENDER_SPECIAL do (a byte-level
-//     vocabulary adds no leading-space marker after a control token);
+//   - "Bytes that are not valid UTF-8 are tokenized as bytes; nothing is lost": with
+//     SA_TOKENIZE_NO_NORMALIZE and without SA_TOKENIZE_PARSE_SPECIAL the pieces
+//     (sa_token_to_piece) of the tokens join to exactly the input bytes; with it, the pieces
+//     rendered with SA_PIECE_RENDER_SPECIAL do (a byte-level vocabulary adds no leading-space
+//     marker after a control token);
+//   - normalization (the shipped vocabulary's pre-tokenizer is "qwen2", so NFC by default): the
+//     pieces join to text that is valid UTF-8 exactly when the input is, and that is its own
+//     NFC form: tokenized again, with or without normalization, it gives the same tokens;
 //   - the streaming detokenizer "never splits a UTF-8 character" and writes U+FFFD for bytes that
 //     can never form valid UTF-8: its output is always valid UTF-8, and for valid UTF-8 input it
 //     is exactly the input; "a capacity of 3 x (the longest piece + 3) bytes always suffices";
@@ -146,7 +150,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool utf8 = valid_utf8(data, size);
 
   for (const uint32_t parse : {0u, SA_TOKENIZE_PARSE_SPECIAL}) {
-    const std::vector<int32_t> tokens = tokenize(m, data, size, parse);
+    const std::vector<int32_t> tokens = tokenize(m, data, size, parse | SA_TOKENIZE_NO_NORMALIZE);
     const uint32_t render = parse ? SA_PIECE_RENDER_SPECIAL : 0u;
     require(pieces(m, tokens, render) == input, "the pieces do not join to the input");
     const std::string text = detokenize(m, tokens, render);
@@ -155,10 +159,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (utf8) require(text == input, "valid UTF-8 does not round-trip through the detokenizer");
 
     // BOS/EOS as the metadata asks: ids in range, pieces and stream still well formed.
-    const std::vector<int32_t> with_special = tokenize(m, data, size, parse | SA_TOKENIZE_ADD_SPECIAL);
+    const std::vector<int32_t> with_special =
+        tokenize(m, data, size, parse | SA_TOKENIZE_ADD_SPECIAL | SA_TOKENIZE_NO_NORMALIZE);
     require(with_special.size() >= tokens.size(), "SA_TOKENIZE_ADD_SPECIAL lost tokens");
     (void)pieces(m, with_special, 0);
     (void)detokenize(m, with_special, 0);
   }
+
+  const std::vector<int32_t> normalized = tokenize(m, data, size, 0);
+  const std::string text = pieces(m, normalized, 0);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
+  require(valid_utf8(bytes, text.size()) == utf8, "NFC changed whether the text is valid UTF-8");
+  require(tokenize(m, bytes, text.size(), SA_TOKENIZE_NO_NORMALIZE) == normalized,
+          "the normalized text, taken as given, gives other tokens");
+  require(tokenize(m, bytes, text.size(), 0) == normalized, "normalizing twice changes the tokens");
   return 0;
 }

@@ -612,6 +612,52 @@ TEST_F(api, meta_strings_and_model_info) {
   EXPECT_EQ(d.bos_token, 261);
 }
 
+TEST_F(api, tokenize_normalizes_to_nfc_where_the_metadata_or_the_caller_asks) {
+  // The tiny model's vocabulary is byte-level with tokenizer.ggml.pre = "qwen2": NFC by
+  // default. Its byte tokens are in byte order (id = byte).
+  sa_model_desc d{};
+  d.struct_size = sizeof d;
+  ASSERT_EQ(sa_model_info(model_, &d), SA_OK);
+  EXPECT_EQ(d.tokenizer_nfc, 1);
+  // An older caller's desc ends before the field: it is not written.
+  sa_model_desc older{};
+  older.struct_size = offsetof(sa_model_desc, tokenizer_nfc);
+  older.tokenizer_nfc = 7;
+  ASSERT_EQ(sa_model_info(model_, &older), SA_OK);
+  EXPECT_EQ(older.tokenizer_nfc, 7);
+
+  const auto ids = [&](const std::string& text, uint32_t flags) {
+    size_t n = 0;
+    std::vector<int32_t> t(64);
+    EXPECT_EQ(sa_tokenize(model_, text.data(), text.size(), flags, t.data(), t.size(), &n), SA_OK)
+        << sa_last_error();
+    t.resize(n);
+    return t;
+  };
+  const std::string composed = "\xC3\xA9", decomposed = "e\xCC\x81";  // U+00E9; e U+0301
+  const std::vector<int32_t> e_acute = {0xC3, 0xA9};
+  EXPECT_EQ(ids(composed, 0), e_acute);
+  EXPECT_EQ(ids(decomposed, 0), e_acute);
+  EXPECT_EQ(ids(decomposed, SA_TOKENIZE_NFC), e_acute);
+  EXPECT_EQ(ids(decomposed, SA_TOKENIZE_NO_NORMALIZE), (std::vector<int32_t>{'e', 0xCC, 0x81}));
+  EXPECT_EQ(ids("\xE2\x84\xAB", 0), (std::vector<int32_t>{0xC3, 0x85}));  // U+212B -> U+00C5
+  // The SentencePiece-only flag is accepted and changes nothing for a byte-level vocabulary.
+  EXPECT_EQ(ids("<|im_start|>a", SA_TOKENIZE_PARSE_SPECIAL | SA_TOKENIZE_SPM_NON_LEGACY),
+            ids("<|im_start|>a", SA_TOKENIZE_PARSE_SPECIAL));
+  // Special tokens are found in the text as given; the text around them is normalized.
+  const std::vector<int32_t> with_special =
+      ids("<|im_start|>" + decomposed, SA_TOKENIZE_PARSE_SPECIAL);
+  ASSERT_EQ(with_special.size(), 3u);
+  EXPECT_EQ(with_special[1], 0xC3);
+  EXPECT_EQ(with_special[2], 0xA9);
+
+  size_t n = 0;
+  EXPECT_EQ(sa_tokenize(model_, "a", 1, SA_TOKENIZE_NFC | SA_TOKENIZE_NO_NORMALIZE, nullptr, 0, &n),
+            SA_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(sa_last_error()).find("SA_TOKENIZE_NO_NORMALIZE"), std::string::npos)
+      << sa_last_error();
+}
+
 TEST_F(api, stats_count_kv_bytes) {
   sa_session* s = make_session();
   const std::vector<int32_t> t = tokenize("hello world");

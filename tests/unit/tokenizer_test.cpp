@@ -463,13 +463,31 @@ const char* const round_trip_texts[] = {
     "\n",
 };
 
+// encode() with the text taken as given (no normalization, whatever the vocabulary implies).
+ids encode_as_given(const sa::tokenizer& tok, std::string_view text, bool parse_special = false) {
+  sa::encode_options o;
+  o.parse_special = parse_special;
+  o.norm = sa::normalization::none;
+  return tok.encode(text, o);
+}
+
+std::string nfc(std::string_view s) {
+  std::string out;
+  sa::unicode::append_nfc(s, out);
+  return out;
+}
+
 TEST(RoundTrip, ByteLevelIsLossless) {
   for (const char* pre : {"gpt2", "llama-bpe", "qwen2"}) {
     sa::tokenizer tok(round_trip_vocab(pre).v);
     for (const char* text : round_trip_texts) {
       for (bool parse_special : {false, true}) {
-        const ids enc = tok.encode(text, false, parse_special);
+        const ids enc = encode_as_given(tok, text, parse_special);
         EXPECT_EQ(decode(tok, enc), text) << pre << " " << to_hex(text);
+        // With the vocabulary's own normalization (NFC for qwen2): the normalized text.
+        const std::string want = tok.normalizes_nfc() ? nfc(text) : std::string(text);
+        EXPECT_EQ(decode(tok, tok.encode(text, false, parse_special)), want)
+            << pre << " " << to_hex(text);
       }
     }
     // Merges do fire: the English sentence takes fewer tokens than bytes.
@@ -491,7 +509,9 @@ TEST(RoundTrip, ByteLevelRandomByteSoup) {
         text += rng() % 2 ? interesting[rng() % interesting.size()]
                           : static_cast<char>(rng() % 256);
       }
-      EXPECT_EQ(decode(tok, tok.encode(text, false, false)), text) << pre << " " << to_hex(text);
+      EXPECT_EQ(decode(tok, encode_as_given(tok, text)), text) << pre << " " << to_hex(text);
+      const std::string want = tok.normalizes_nfc() ? nfc(text) : text;
+      EXPECT_EQ(decode(tok, tok.encode(text, false, false)), want) << pre << " " << to_hex(text);
     }
   }
 }
@@ -742,6 +762,23 @@ TEST(SentencePiece, SpacePrefixAtStartAndAfterEverySpecialToken) {
   EXPECT_EQ(plain.encode("<s>the", false, true), (ids{f.b.v.bos, f.th, f.e}));
 }
 
+TEST(SentencePiece, NonLegacyModePrefixesOnlyTheStart) {
+  // Hugging Face's legacy=False: "<s>the" has no marker before "the", "a</s>c" none before c.
+  spm_fixture f;
+  sa::tokenizer tok(f.b.v);
+  sa::encode_options o;
+  o.parse_special = true;
+  o.space_prefix_after_special = false;
+  EXPECT_EQ(tok.encode("the", o), (ids{f.sp_the}));
+  EXPECT_EQ(tok.encode("<s>the", o), (ids{f.b.v.bos, f.th, f.e}));
+  EXPECT_EQ(tok.encode("a</s>c", o), (ids{f.space, f.a, f.b.v.eos, f.c}));
+  EXPECT_EQ(tok.encode("<s> the", o), (ids{f.b.v.bos, f.sp_the}));
+  // Byte-level vocabularies have no marker either way.
+  special_fixture g;
+  sa::tokenizer bl(g.b.v);
+  EXPECT_EQ(bl.encode("<|eot_id|>a", o), (ids{g.eot_id, 'a'}));
+}
+
 TEST(SpecialTokens, UnknownTokenTextIsTheUnknownTokenWhenParsed) {
   // `<unk>` written in the text maps to the unknown token's id with special-token parsing on
   // (llama.cpp and Hugging Face do); off, it is text.
@@ -761,6 +798,92 @@ TEST(SentencePiece, ControlTokensNeverComeFromMerges) {
   // "<s" + ">" would spell the control token "<s>": not merged unless parse_special.
   EXPECT_EQ(tok.encode("<s>", false, false), (ids{f.ls, f.gt}));
   EXPECT_EQ(tok.encode("<s>", false, true), (ids{f.b.v.bos}));
+}
+
+// ---- normalization -----------------------------------------------------------------------
+
+// A qwen2-style byte-level vocabulary that knows "é" (U+00E9), "café", "Å" (U+00C5) and the
+// Hangul syllable "한" (U+D55C) as tokens; the decomposed forms are only their bytes.
+struct nfc_fixture {
+  vocab_builder b;
+  int32_t e_acute, caf, cafe, a_ring, han, im_start;
+  explicit nfc_fixture(const std::string& pre) : b(byte_level(pre)) {
+    e_acute = b.merge("\xC3", "\xA9");
+    b.merge("c", "a");
+    caf = b.merge("ca", "f");
+    cafe = b.merge("caf", "\xC3\xA9");
+    a_ring = b.merge("\xC3", "\x85");
+    b.merge("\xED", "\x95");
+    han = b.merge("\xED\x95", "\x9C");
+    im_start = b.add("<|im_start|>", type_control);
+  }
+};
+
+TEST(Normalization, WhichVocabulariesNormalize) {
+  // Qwen's tokenizers normalize to NFC; Llama 3's, GPT-2's and unknown ones do not, nor do
+  // SentencePiece vocabularies.
+  EXPECT_TRUE(sa::tokenizer(byte_level("qwen2").v).normalizes_nfc());
+  for (const char* pre : {"gpt2", "", "llama-bpe", "llama3", "llama-v3", "some-new-model"}) {
+    EXPECT_FALSE(sa::tokenizer(byte_level(pre).v).normalizes_nfc()) << pre;
+  }
+  EXPECT_FALSE(sa::tokenizer(spm_fixture().b.v).normalizes_nfc());
+}
+
+TEST(Normalization, DecomposedAndPrecomposedTextGiveTheSameIdsUnderNfc) {
+  const std::string cafe_composed = "caf\xC3\xA9", cafe_decomposed = "cafe\xCC\x81";
+  const std::string han_composed = "\xED\x95\x9C";                          // U+D55C
+  const std::string han_jamo = "\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB";  // U+1112 1161 11AB
+  const std::string angstrom = "\xE2\x84\xAB", a_ring = "\xC3\x85";         // U+212B, U+00C5
+  const std::string bengali = "\xE0\xA7\x87\xE0\xA6\xBE";                  // U+09C7 U+09BE
+
+  nfc_fixture q("qwen2");
+  sa::tokenizer qwen(q.b.v);
+  // The vocabulary's own normalization (NFC): both spellings give the precomposed ids.
+  EXPECT_EQ(qwen.encode(cafe_composed, false, false), (ids{q.cafe}));
+  EXPECT_EQ(qwen.encode(cafe_decomposed, false, false), (ids{q.cafe}));
+  EXPECT_EQ(qwen.encode(han_jamo, false, false), (ids{q.han}));
+  EXPECT_EQ(qwen.encode(angstrom, false, false), (ids{q.a_ring}));
+  EXPECT_EQ(qwen.encode(bengali, false, false), bytes_of("\xE0\xA7\x8B"));  // U+09CB
+  // Taken as given, the decomposed spellings are other ids (their bytes, here).
+  EXPECT_EQ(encode_as_given(qwen, cafe_decomposed), (ids{q.caf, 'e', 0xCC, 0x81}));
+  EXPECT_EQ(encode_as_given(qwen, han_jamo), bytes_of(han_jamo));
+  EXPECT_EQ(encode_as_given(qwen, angstrom), bytes_of(angstrom));
+  EXPECT_EQ(encode_as_given(qwen, bengali), bytes_of(bengali));
+  EXPECT_EQ(encode_as_given(qwen, cafe_composed), (ids{q.cafe}));
+
+  // A vocabulary that does not normalize (Llama 3's) does so only when asked.
+  nfc_fixture l("llama-bpe");
+  sa::tokenizer llama(l.b.v);
+  EXPECT_NE(llama.encode(cafe_decomposed, false, false), llama.encode(cafe_composed, false, false));
+  sa::encode_options o;
+  o.norm = sa::normalization::nfc;
+  EXPECT_EQ(llama.encode(cafe_decomposed, o), (ids{l.cafe}));
+  EXPECT_EQ(llama.encode(han_jamo, o), (ids{l.han}));
+}
+
+TEST(Normalization, RunsBetweenSpecialTokensAndIllFormedBytes) {
+  nfc_fixture q("qwen2");
+  sa::tokenizer tok(q.b.v);
+  // Special tokens are found in the raw text; the runs around them are normalized.
+  EXPECT_EQ(tok.encode("<|im_start|>e\xCC\x81", false, true), (ids{q.im_start, q.e_acute}));
+  EXPECT_EQ(tok.encode("e<|im_start|>\xCC\x81", false, true), (ids{'e', q.im_start, 0xCC, 0x81}));
+  // Ill-formed bytes are kept as bytes, and nothing composes across them.
+  EXPECT_EQ(tok.encode("e\xFF\xCC\x81", false, false), (ids{'e', 0xFF, 0xCC, 0x81}));
+  EXPECT_EQ(tok.encode("e\xCC\x81\xC3", false, false), (ids{q.e_acute, 0xC3}));
+  EXPECT_EQ(decode(tok, tok.encode("\x80" "cafe\xCC\x81\xE2\x82", false, false)),
+            "\x80" "caf\xC3\xA9\xE2\x82");
+}
+
+TEST(Normalization, SentencePieceWhenAsked) {
+  spm_fixture f;
+  const int32_t e_acute = f.b.add("\xC3\xA9", type_normal, -1.0f);
+  sa::tokenizer tok(f.b.v);
+  const std::string decomposed = "e\xCC\x81";
+  EXPECT_EQ(tok.encode(decomposed, false, false),
+            (ids{f.space, f.e, f.byte(0xCC), f.byte(0x81)}));
+  sa::encode_options o;
+  o.norm = sa::normalization::nfc;
+  EXPECT_EQ(tok.encode(decomposed, o), (ids{f.space, e_acute}));
 }
 
 // ---- concurrency and scale ---------------------------------------------------------------

@@ -13,6 +13,13 @@ namespace Sa
         AddSpecial = 1,
         /// <summary>Text such as "&lt;|im_start|&gt;" becomes its control token.</summary>
         ParseSpecial = 2,
+        /// <summary>Normalize the text to Unicode NFC whatever the model's metadata says.</summary>
+        Nfc = 4,
+        /// <summary>Never normalize: the text is tokenized exactly as given.</summary>
+        NoNormalize = 8,
+        /// <summary>SentencePiece vocabularies: only text at the start of the input gets the
+        /// leading-space marker, not the text after each special token.</summary>
+        SpmNonLegacy = 16,
     }
 
     /// <summary>A model description (sa_model_desc).</summary>
@@ -35,6 +42,9 @@ namespace Sa
         public float RopeFreqBase { get; internal set; }
         public ulong ParameterCount { get; internal set; }
         public ulong WeightBytes { get; internal set; }
+        /// <summary>Whether Tokenize normalizes text to Unicode NFC unless told not to
+        /// (TokenizeFlags.NoNormalize); see sa_tokenize in sa.h for which models do.</summary>
+        public bool TokenizerNfc { get; internal set; }
     }
 
     /// <summary>A loaded GGUF model (sa_model): weights and tokenizer, immutable and safe to use
@@ -120,6 +130,7 @@ namespace Sa
                     RopeFreqBase = d.rope_freq_base,
                     ParameterCount = d.n_params,
                     WeightBytes = d.weight_bytes,
+                    TokenizerNfc = d.tokenizer_nfc != 0,
                 };
                 return info;
             }

@@ -37,6 +37,7 @@ namespace Sa
             public float rope_freq_base;
             public ulong n_params;
             public ulong weight_bytes;
+            public int tokenizer_nfc;
         }
 
         [StructLayout(LayoutKind.Sequential)]

@@ -242,7 +242,7 @@ namespace Sa.Tests
                 Equal(Marshal.ReadInt32(buf), Marshal.SizeOf(typeof(NativeMethods.ModelParams)), "sizeof sa_model_params");
             }
             finally { Marshal.FreeHGlobal(buf); }
-            Equal(224, Marshal.SizeOf(typeof(NativeMethods.ModelDesc)), "sizeof sa_model_desc");
+            Equal(232, Marshal.SizeOf(typeof(NativeMethods.ModelDesc)), "sizeof sa_model_desc");
             Equal(144, Marshal.SizeOf(typeof(NativeMethods.Stats)), "sizeof sa_stats");
             Equal(24, Marshal.SizeOf(typeof(NativeMethods.HeadStat)), "sizeof sa_head_stat");
             Equal(176, Marshal.SizeOf(typeof(NativeMethods.BackendDesc)), "sizeof sa_backend_desc");
@@ -251,11 +251,11 @@ namespace Sa.Tests
 
         static void TestInfo()
         {
-            IntPtr d = Marshal.AllocHGlobal(224);
+            IntPtr d = Marshal.AllocHGlobal(232);
             try
             {
-                for (int i = 0; i < 224; i++) Marshal.WriteByte(d, i, 0);
-                Marshal.WriteInt32(d, 224);
+                for (int i = 0; i < 232; i++) Marshal.WriteByte(d, i, 0);
+                Marshal.WriteInt32(d, 232);
                 Equal(0, Raw.sa_model_info(rawModel, d), "raw info");
                 ModelInfo info = model.Info;
                 Equal(Marshal.ReadInt32(d, 164), info.LayerCount, "n_layers");
@@ -266,6 +266,8 @@ namespace Sa.Tests
                 Equal(Marshal.ReadInt32(d, 196), info.BosToken, "bos");
                 Equal(Marshal.ReadInt32(d, 200), info.EosToken, "eos");
                 Equal((ulong)Marshal.ReadInt64(d, 208), info.ParameterCount, "n_params");
+                Equal(Marshal.ReadInt32(d, 224) != 0, info.TokenizerNfc, "tokenizer_nfc");
+                Check(info.TokenizerNfc, "the shipped model (pre-tokenizer qwen2) normalizes to NFC");
                 Equal(Marshal.PtrToStringAnsi(new IntPtr(d.ToInt64() + 4)), info.Architecture, "architecture");
             }
             finally { Marshal.FreeHGlobal(d); }

@@ -22,6 +22,9 @@ pub const SA_ERR_BUFFER_TOO_SMALL: i32 = 12;
 pub const SA_ERR_INTERNAL: i32 = 13;
 pub const SA_TOKENIZE_ADD_SPECIAL: i32 = 1;
 pub const SA_TOKENIZE_PARSE_SPECIAL: i32 = 2;
+pub const SA_TOKENIZE_NFC: i32 = 4;
+pub const SA_TOKENIZE_NO_NORMALIZE: i32 = 8;
+pub const SA_TOKENIZE_SPM_NON_LEGACY: i32 = 16;
 pub const SA_PIECE_RENDER_SPECIAL: i32 = 1;
 pub const SA_BACKEND_AUTO: i32 = 0;
 pub const SA_BACKEND_CPU: i32 = 1;
@@ -167,12 +170,13 @@ pub struct sa_model_desc {
     pub rope_freq_base: f32,
     pub n_params: u64,
     pub weight_bytes: u64,
+    pub tokenizer_nfc: i32,
 }
 #[test]
 fn bindgen_test_layout_sa_model_desc() {
     assert_eq!(
         ::std::mem::size_of::<sa_model_desc>(),
-        224usize,
+        232usize,
         concat!("Size of: ", stringify!(sa_model_desc))
     );
     assert_eq!(
@@ -452,6 +456,23 @@ fn bindgen_test_layout_sa_model_desc() {
         );
     }
     test_field_weight_bytes();
+    fn test_field_tokenizer_nfc() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sa_model_desc>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tokenizer_nfc) as usize - ptr as usize
+            },
+            224usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sa_model_desc),
+                "::",
+                stringify!(tokenizer_nfc)
+            )
+        );
+    }
+    test_field_tokenizer_nfc();
 }
 extern "C" {
     pub fn sa_model_info(model: *const sa_model, out: *mut sa_model_desc) -> sa_status;

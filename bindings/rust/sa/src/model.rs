@@ -76,6 +76,9 @@ pub struct ModelInfo {
     pub n_params: u64,
     /// Bytes of all weight tensors as stored.
     pub weight_bytes: u64,
+    /// Whether [`Model::tokenize`] normalizes text to Unicode NFC unless told not to
+    /// ([`TokenizeFlags::NO_NORMALIZE`]); see `sa_tokenize` in sa.h for which models do.
+    pub tokenizer_nfc: bool,
 }
 
 fn count(v: i32) -> usize {
@@ -101,6 +104,13 @@ impl TokenizeFlags {
     pub const ADD_SPECIAL: TokenizeFlags = TokenizeFlags(sys::SA_TOKENIZE_ADD_SPECIAL as u32);
     /// Text such as `<|im_start|>` becomes its control token.
     pub const PARSE_SPECIAL: TokenizeFlags = TokenizeFlags(sys::SA_TOKENIZE_PARSE_SPECIAL as u32);
+    /// Normalize the text to Unicode NFC whatever the model's metadata says.
+    pub const NFC: TokenizeFlags = TokenizeFlags(sys::SA_TOKENIZE_NFC as u32);
+    /// Never normalize: the text is tokenized exactly as given.
+    pub const NO_NORMALIZE: TokenizeFlags = TokenizeFlags(sys::SA_TOKENIZE_NO_NORMALIZE as u32);
+    /// SentencePiece vocabularies: only text at the start of the input gets the leading-space
+    /// marker, not the text after each special token (Hugging Face's `legacy=False`).
+    pub const SPM_NON_LEGACY: TokenizeFlags = TokenizeFlags(sys::SA_TOKENIZE_SPM_NON_LEGACY as u32);
 
     /// The C flag bits.
     pub fn bits(self) -> u32 {
@@ -232,6 +242,7 @@ impl Model {
             rope_freq_base: d.rope_freq_base,
             n_params: d.n_params,
             weight_bytes: d.weight_bytes,
+            tokenizer_nfc: d.tokenizer_nfc != 0,
         };
         Ok(Model {
             inner: Arc::new(ModelHandle { ptr, info }),
