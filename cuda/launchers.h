@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/cascade_plan.h"
 #include "backend/weight_layout.h"
 
 namespace sa::cuda {
@@ -71,6 +72,19 @@ cudaError_t launch_gather_rope(const void* src, etype kv_type, int64_t src_capac
 // Row copies (head, src, dst) in order, per head; rows of row_bytes bytes.
 cudaError_t launch_move_rows(void* cache, int64_t row_bytes, int64_t capacity, int32_t n_heads,
                              const int32_t* moves, int64_t n, cudaStream_t s);
+// The cascade's bookkeeping for one piece of a push (cascade.cu; backend.h: cascade_update):
+// score f32 [n_streams][n_slots] and orig [n_streams][n_slots] updated, moves
+// [n_streams][touched_bound][3] written and, with kv.k set, applied to the rows of K and V
+// ([n_streams][capacity] rows of row_bytes). mass may be null without p.scores.
+struct cascade_rows {
+  void* k = nullptr;
+  void* v = nullptr;
+  int64_t row_bytes = 0, capacity = 0;
+};
+cudaError_t launch_cascade_update(const float* mass, const int32_t* order, const int32_t* plan,
+                                  const cascade_params& p, int32_t q_bound, int32_t touched_bound,
+                                  float* score, int64_t* orig, int32_t* moves, const cascade_rows& kv,
+                                  cudaStream_t s);
 // (out, lse) merged with (out_b, lse_b); items = rows * heads.
 cudaError_t launch_merge_attention(float* out, float* lse, const float* out_b, const float* lse_b,
                                    int64_t items, int32_t head_dim, cudaStream_t s);

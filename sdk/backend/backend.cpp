@@ -156,6 +156,64 @@ void check_stamp_pages(const tensor& pages, int64_t select_bound, const tensor& 
          static_cast<long long>(pages_capacity));
 }
 
+void check_cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
+                          const cascade_params& p, int64_t q_bound, int64_t touched_bound,
+                          const tensor& score, const tensor& orig, const tensor& moves,
+                          const tensor* k, const tensor* v, int64_t capacity) {
+  const int64_t entries = int64_t{p.n_streams} * p.n_slots;
+  if (p.n_streams < 1 || p.n_heads < p.n_streams || p.n_heads % p.n_streams != 0 || p.n_sinks < 0 ||
+      p.n_cascades < 1 || p.window < 1 || p.n_slots != p.n_sinks + p.n_cascades * p.window ||
+      q_bound < 1 || touched_bound < 1 || touched_bound > k_cascade_touched_cap ||
+      touched_bound > p.n_slots)
+    fail(SA_ERR_INTERNAL, "cascade_update: %d streams, %d heads, %d slots, bounds %lld / %lld",
+         p.n_streams, p.n_heads, p.n_slots, static_cast<long long>(q_bound),
+         static_cast<long long>(touched_bound));
+  if (plan.type != dtype::i32 || plan.elements() < cascade_plan_ints(p.n_cascades, q_bound, touched_bound) ||
+      order.type != dtype::i32 || score.type != dtype::f32 || score.elements() < entries ||
+      orig.type != dtype::i32 || orig.elements() < 2 * entries || moves.type != dtype::i32 ||
+      moves.elements() < int64_t{p.n_streams} * touched_bound * 3 ||
+      (p.scores && (mass.type != dtype::f32 ||
+                    mass.elements() < int64_t{p.n_heads} * (p.n_slots + q_bound))))
+    fail(SA_ERR_INTERNAL, "cascade_update: tensors too small for %d streams x %d slots", p.n_streams,
+         p.n_slots);
+  if (!k != !v || (k && (capacity < p.n_slots + 1 || k->type != v->type || k->rows() != v->rows() ||
+                         k->ne[0] != v->ne[0] || k->rows() < int64_t{p.n_streams} * capacity)))
+    fail(SA_ERR_INTERNAL, "cascade_update: the K and V caches do not hold %d streams x %lld rows",
+         p.n_streams, static_cast<long long>(capacity));
+}
+
+void backend::cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
+                             const cascade_params& p, int64_t q_bound, int64_t touched_bound,
+                             const tensor& score, const tensor& orig, const tensor& moves,
+                             const tensor* k, const tensor* v, int64_t capacity) {
+  check_cascade_update(mass, order, plan, p, q_bound, touched_bound, score, orig, moves, k, v, capacity);
+  auto fetch = [&](const tensor& t, auto& host, size_t count) {
+    host.resize(count);
+    if (count > 0) download(*t.buf, t.offset, host.data(), count * sizeof(host[0]));
+  };
+  std::vector<int32_t> plan_h, order_h, moves_h(static_cast<size_t>(p.n_streams * touched_bound * 3));
+  std::vector<float> mass_h, score_h;
+  std::vector<int64_t> orig_h;
+  fetch(plan, plan_h, static_cast<size_t>(cascade_plan_ints(p.n_cascades, q_bound, touched_bound)));
+  const int32_t held = plan_h[5], n = plan_h[6];
+  if (held < 0 || held > p.n_slots || n < 0 || n > q_bound || held > order.elements())
+    fail(SA_ERR_INTERNAL, "cascade_update: %d keys held and %d rows do not fit", held, n);
+  fetch(order, order_h, static_cast<size_t>(held));
+  if (p.scores) fetch(mass, mass_h, static_cast<size_t>(p.n_heads) * static_cast<size_t>(held + n));
+  const size_t entries = static_cast<size_t>(p.n_streams) * static_cast<size_t>(p.n_slots);
+  fetch(score, score_h, entries);
+  fetch(orig, orig_h, entries);
+  cascade_update_host(mass_h.data(), order_h.data(), plan_h.data(), p, q_bound, touched_bound,
+                      score_h.data(), orig_h.data(), moves_h.data());
+  upload(*score.buf, score.offset, score_h.data(), entries * sizeof(float));
+  upload(*orig.buf, orig.offset, orig_h.data(), entries * sizeof(int64_t));
+  upload(*moves.buf, moves.offset, moves_h.data(), moves_h.size() * sizeof(int32_t));
+  if (k) {
+    move_rows(*k, capacity, moves, int64_t{p.n_streams} * touched_bound);
+    move_rows(*v, capacity, moves, int64_t{p.n_streams} * touched_bound);
+  }
+}
+
 void backend::copy(const tensor&, const tensor&) {
   fail(SA_ERR_UNSUPPORTED, "copy is not implemented on the %s backend", name());
 }

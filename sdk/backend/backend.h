@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cascade_plan.h"
 #include "core/dtype.h"
 
 namespace sa {
@@ -452,9 +453,30 @@ class backend {
                            const tensor& dst, int64_t dst_capacity) = 0;
 
   // Row copies inside a cache [n_kv_heads][capacity][head_dim], in order. moves i32 [n][3]
-  // (row_move triples).
+  // (row_move triples); a triple whose head is -1 is no copy.
   virtual void move_rows(const tensor& cache, int64_t capacity, const tensor& moves,
                          int64_t n) = 0;
+
+  // The Cascading KV Cache's bookkeeping for one piece of a batch's push into one layer
+  // (backend/cascade_plan.h: the plan's layout, and the reference cascade_update_host): the EMA
+  // step from the layer's attention mass, the routes of the piece's tokens, and the row moves
+  // that follow.
+  //   mass f32 [n_heads][held + n] (the keys of the held slots in position order, then the
+  //   batch's rows; not read without p.scores), order i32 [held] (the slot of each held key),
+  //   plan i32 [cascade_plan_ints(C, q_bound, touched_bound)];
+  //   score f32 [n_streams][n_slots] and orig i32 [n_streams][2 * n_slots] (each an i64, low
+  //   word first) are updated in place; moves i32 [n_streams][touched_bound][3] is written, and
+  //   with k and v (the layer's caches [n_streams][capacity][head_dim], capacity >= n_slots + n;
+  //   or both nullptr) also applied to them, as move_rows(*k, capacity, moves, n_streams *
+  //   touched_bound) and the same for *v would (a backend may do it in the same kernel).
+  // The default copies what it reads to the host, runs the reference and copies the results
+  // back (a round trip: for backends without a kernel of their own, has_cascade_update()
+  // false; such steps cannot be recorded).
+  virtual bool has_cascade_update() const { return false; }
+  virtual void cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
+                              const cascade_params& p, int64_t q_bound, int64_t touched_bound,
+                              const tensor& score, const tensor& orig, const tensor& moves,
+                              const tensor* k, const tensor* v, int64_t capacity);
 
   // Draws the next token from logits f32 [n_vocab] into token i32 [1]. Greedy (temperature
   // <= 0): the lowest id among the largest logits. Otherwise the candidates sorted by logit
@@ -482,6 +504,12 @@ int64_t check_unseen_pages(const tensor& q, int32_t n_heads, int32_t n_kv_heads,
                            const tensor& rows, const tensor& keys);
 void check_stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan, int32_t n_rankers,
                        bool every_page, const tensor& stamps, int64_t pages_capacity);
+
+// The argument shapes of cascade_update (SA_ERR_INTERNAL).
+void check_cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
+                          const cascade_params& p, int64_t q_bound, int64_t touched_bound,
+                          const tensor& score, const tensor& orig, const tensor& moves,
+                          const tensor* k, const tensor* v, int64_t capacity);
 
 // The argument shapes of the vAttention ops (SA_ERR_INTERNAL naming the op).
 void check_vattention(const char* op, const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,

@@ -1,7 +1,7 @@
 #include "memory/cascade_index.h"
 
 #include <algorithm>
-#include <array>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <functional>
@@ -15,9 +15,6 @@ namespace {
 constexpr int32_t k_max_cascades = 48;  // keeps 2^(C-1) and C*W well inside int64
 constexpr int64_t k_max_slots = INT32_MAX / 2;  // leaves room for the staging rows
 constexpr int64_t k_max_entries = int64_t{1} << 36;  // n_streams * n_slots
-
-// Final action of one token's route, after the evictions.
-enum : int32_t { k_write = 0, k_compare = 1, k_drop = 2 };
 
 int32_t mod(int32_t a, int32_t n) {
   const int32_t r = a % n;
@@ -56,6 +53,7 @@ cascade_index::cascade_index(const cascade_config& c, int32_t n_streams)
   is_touched_.assign(static_cast<size_t>(n_slots_), 0);
   touched_.reserve(static_cast<size_t>(n_slots_));
   route_.reserve(nc + 1);
+  slot_index_.assign(static_cast<size_t>(n_slots_), 0);
 }
 
 void cascade_index::decay_and_add(int32_t q, const float* inc) {
@@ -72,14 +70,49 @@ void cascade_index::decay_and_add(int32_t q, const float* inc) {
   }
 }
 
-void cascade_index::push(int32_t q, const float* init, std::vector<move>& moves) {
+void cascade_index::check_push(int32_t q) const {
   if (q < 0) fail(SA_ERR_INVALID_ARG, "cascade: push of q = %d tokens", q);
   if (q > INT32_MAX - n_slots_)
     fail(SA_ERR_INVALID_ARG, "cascade: push of %d tokens is too long", q);
-  if (q > 0 && !init) fail(SA_ERR_INVALID_ARG, "cascade: push without initial scores");
+}
 
+int32_t cascade_index::route_token(int64_t g, int32_t& target) {
+  // The route depends only on the counter and the ring pointers, so it is planned once for
+  // all streams: the evicting slots of sub-caches 0.., then a write, a compare or a drop.
   const int32_t ns = cfg_.n_sinks, w = cfg_.window, nc = cfg_.n_cascades;
   const int64_t eager_last = cfg_.eager_fill ? int64_t{ns} + int64_t{nc} * w : -1;
+  const int64_t t = g - ns;
+  const bool eager = g <= eager_last;
+  route_.clear();
+  target = -1;
+  for (int32_t i = 0; i < nc; ++i) {
+    const int32_t base = ns + i * w;
+    const bool accept = eager || (t & ((int64_t{1} << i) - 1)) == 0;
+    int32_t& st = stored_[i];
+    int32_t& sp = start_[i];
+    if (accept && st == w) {  // full: evict the oldest into sub-cache i+1
+      route_.push_back(base + sp);
+      sp = (sp + 1) % w;
+      continue;
+    }
+    if (accept || st == 0) {  // room left (or empty and not accepting): append
+      target = base + mod(sp + st, w);
+      ++st;
+      ++held_;
+      return k_route_write;
+    }
+    // Not accepting: the incoming token competes with the newest slot.
+    target = base + mod(sp - 1, st);
+    return k_route_compare;
+  }
+  return k_route_drop;
+}
+
+void cascade_index::push(int32_t q, const float* init, std::vector<move>& moves) {
+  check_push(q);
+  if (q > 0 && !init) fail(SA_ERR_INVALID_ARG, "cascade: push without initial scores");
+
+  const int32_t ns = cfg_.n_sinks;
   const size_t stride = static_cast<size_t>(n_slots_);
   auto touch = [&](int32_t slot) {
     if (!is_touched_[slot]) {
@@ -103,34 +136,8 @@ void cascade_index::push(int32_t q, const float* init, std::vector<move>& moves)
       continue;
     }
 
-    // The route depends only on the counter and the ring pointers, so it is planned once for
-    // all streams: the evicting slots of sub-caches 0.., then a write, a compare or a drop.
-    const int64_t t = g - ns;
-    const bool eager = g <= eager_last;
-    route_.clear();
-    int32_t action = k_drop, target = -1;
-    for (int32_t i = 0; i < nc; ++i) {
-      const int32_t base = ns + i * w;
-      const bool accept = eager || (t & ((int64_t{1} << i) - 1)) == 0;
-      int32_t& st = stored_[i];
-      int32_t& sp = start_[i];
-      if (accept && st == w) {  // full: evict the oldest into sub-cache i+1
-        route_.push_back(base + sp);
-        sp = (sp + 1) % w;
-        continue;
-      }
-      if (accept || st == 0) {  // room left (or empty and not accepting): append
-        action = k_write;
-        target = base + mod(sp + st, w);
-        ++st;
-        ++held_;
-      } else {  // not accepting: the incoming token competes with the newest slot
-        action = k_compare;
-        target = base + mod(sp - 1, st);
-      }
-      break;
-    }
-
+    int32_t target = -1;
+    const int32_t action = route_token(g, target);
     for (int32_t slot : route_) touch(slot);
     if (target >= 0) touch(target);
     for (int32_t s = 0; s < n_streams_; ++s) {
@@ -144,7 +151,7 @@ void cascade_index::push(int32_t q, const float* init, std::vector<move>& moves)
         std::swap(c_src, src_[row + slot]);
       }
       // Ties go to the incoming token, as the reference's >=.
-      if (action == k_write || (action == k_compare && c_score >= score_[row + target])) {
+      if (action == k_route_write || (action == k_route_compare && c_score >= score_[row + target])) {
         orig_[row + target] = c_orig;
         score_[row + target] = c_score;
         src_[row + target] = c_src;
@@ -165,6 +172,91 @@ void cascade_index::push(int32_t q, const float* init, std::vector<move>& moves)
   }
   for (int32_t d : touched_) is_touched_[d] = 0;
   touched_.clear();
+}
+
+void cascade_index::plan_push(int32_t q, plan& out) {
+  check_push(q);
+  const int32_t ns = cfg_.n_sinks, nc = cfg_.n_cascades, per_token = nc + 3;
+  out.ints.clear();
+  out.pieces.clear();
+  out.q_bound = std::max(q, 1);
+  out.touched_bound = std::min<int64_t>({k_cascade_touched_cap, n_slots_, out.q_bound * (nc + 1)});
+  const auto piece_ints = static_cast<size_t>(cascade_plan_ints(nc, out.q_bound, out.touched_bound));
+  const float factor = static_cast<float>(std::pow(static_cast<double>(cfg_.beta), q));
+
+  // Header and fill counts are those before the push, the same for every piece.
+  std::vector<int32_t> head(static_cast<size_t>(k_cascade_header + nc));
+  head[3] = 1;
+  head[4] = std::bit_cast<int32_t>(factor);
+  head[5] = next_position();
+  head[6] = q;
+  head[7] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(seen_)));
+  head[8] = static_cast<int32_t>(static_cast<uint64_t>(seen_) >> 32);
+  std::copy(stored_.begin(), stored_.end(), head.begin() + k_cascade_header);
+
+  // A piece's tokens record slots first; closing the piece sorts its touched slots and turns
+  // slots into indices.
+  int32_t k0 = 0, in_piece = 0;
+  auto open = [&](int32_t first) {
+    k0 = first;
+    in_piece = 0;
+    out.pieces.push_back(out.ints.size());
+    out.ints.insert(out.ints.end(), head.begin(), head.end());
+    out.ints.resize(out.ints.size() + piece_ints - head.size(), -1);
+  };
+  auto close = [&] {
+    int32_t* p = out.ints.data() + out.pieces.back();
+    std::sort(touched_.begin(), touched_.end(), std::greater<int32_t>());
+    for (size_t i = 0; i < touched_.size(); ++i) slot_index_[touched_[i]] = static_cast<int32_t>(i);
+    p[0] = in_piece;
+    p[1] = k0;
+    p[2] = static_cast<int32_t>(touched_.size());
+    if (k0 > 0) p[3] = 0;
+    int32_t* tokens = p + k_cascade_header + nc;
+    for (int32_t k = 0; k < in_piece; ++k) {
+      int32_t* t = tokens + k * per_token;
+      if (t[1] >= 0) t[1] = slot_index_[t[1]];
+      for (int32_t r = 0; r < t[2]; ++r) t[3 + r] = slot_index_[t[3 + r]];
+    }
+    std::copy(touched_.begin(), touched_.end(), tokens + out.q_bound * per_token);
+    for (int32_t d : touched_) is_touched_[d] = 0;
+    touched_.clear();
+  };
+
+  open(0);
+  for (int32_t k = 0; k < q; ++k) {
+    const int64_t g = seen_ + k;
+    int32_t action = k_route_sink, target = static_cast<int32_t>(g);
+    if (g >= ns) {
+      action = route_token(g, target);
+    } else {
+      route_.clear();
+    }
+    size_t fresh = target >= 0 && !is_touched_[target] ? 1 : 0;
+    for (int32_t slot : route_) fresh += is_touched_[slot] ? 0 : 1;
+    if (touched_.size() + fresh > static_cast<size_t>(out.touched_bound)) {
+      close();
+      open(k);
+    }
+    for (int32_t slot : route_) {
+      if (!is_touched_[slot]) {
+        is_touched_[slot] = 1;
+        touched_.push_back(slot);
+      }
+    }
+    if (target >= 0 && !is_touched_[target]) {
+      is_touched_[target] = 1;
+      touched_.push_back(target);
+    }
+    int32_t* t = out.ints.data() + out.pieces.back() + k_cascade_header + nc + in_piece * per_token;
+    t[0] = action;
+    t[1] = target;
+    t[2] = static_cast<int32_t>(route_.size());
+    std::copy(route_.begin(), route_.end(), t + 3);
+    ++in_piece;
+  }
+  close();
+  seen_ += q;
 }
 
 void cascade_index::check_slot(int32_t slot, const char* what) const {
@@ -258,37 +350,7 @@ size_t cascade_index::bytes() const {
          start_.capacity() * sizeof(int32_t) + score_.capacity() * sizeof(float) +
          orig_.capacity() * sizeof(int64_t) + src_.capacity() * sizeof(int32_t) +
          is_touched_.capacity() * sizeof(uint8_t) + touched_.capacity() * sizeof(int32_t) +
-         route_.capacity() * sizeof(int32_t);
-}
-
-float reduce_heads(cascade_reduction r, const float* values, int32_t n) {
-  if (n < 1 || !values) fail(SA_ERR_INVALID_ARG, "reduce_heads: %d values", n);
-  switch (r) {
-    case cascade_reduction::none:
-      return 0.0f;
-    case cascade_reduction::max:
-      return *std::max_element(values, values + n);
-    case cascade_reduction::mean: {
-      double sum = 0.0;  // double: exact enough for any group size
-      for (int32_t h = 0; h < n; ++h) sum += values[h];
-      return static_cast<float>(sum / n);
-    }
-    case cascade_reduction::median: {
-      std::array<float, 64> small;  // GQA groups are small; larger ones go to the heap
-      std::vector<float> large;
-      float* v = small.data();
-      if (n > static_cast<int32_t>(small.size())) {
-        large.assign(values, values + n);
-        v = large.data();
-      } else {
-        std::copy(values, values + n, v);
-      }
-      const int32_t mid = (n - 1) / 2;  // lower median, as torch.median
-      std::nth_element(v, v + mid, v + n);
-      return v[mid];
-    }
-  }
-  fail(SA_ERR_INVALID_ARG, "reduce_heads: unknown reduction %d", static_cast<int>(r));
+         route_.capacity() * sizeof(int32_t) + slot_index_.capacity() * sizeof(int32_t);
 }
 
 }  // namespace sa

@@ -21,14 +21,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cascade_plan.h"
 #include "memory/memory_state.h"
 
 namespace sa {
-
-// How a KV head's score is formed from its query heads' attention. `none` keeps no scores at
-// all: every comparison is a tie, so a sub-cache that does not accept always takes the incoming
-// token (the paper's ablation "without token selection").
-enum class cascade_reduction { max, mean, median, none };
 
 struct cascade_config {
   int32_t n_sinks = 64;    // NS (>= 0)
@@ -69,6 +65,22 @@ class cascade_index {
   // rows are never written.
   void push(int32_t q, const float* init, std::vector<move>& moves);
 
+  // The same push as a plan for backend::cascade_update (backend/cascade_plan.h), which does
+  // the per-stream part where the scores live: advances the counter and the ring pointers as
+  // push() does, but leaves this index's scores and original indices as they were (the
+  // caller keeps them elsewhere and copies them back with stream_state() when it needs them).
+  // `held` and the fill counts in the plan are the state before the push.
+  struct plan {
+    std::vector<int32_t> ints;  // the pieces, each cascade_plan_ints(C, q_bound, touched_bound)
+    std::vector<size_t> pieces; // offset of each piece in ints
+    int64_t q_bound = 0, touched_bound = 0;
+  };
+  void plan_push(int32_t q, plan& out);
+
+  // The per-stream state, [n_streams][n_slots] each, for a caller that moves it elsewhere.
+  std::vector<float>& scores() { return score_; }
+  std::vector<int64_t>& originals() { return orig_; }
+
   // ---- state after the last push ----
   int64_t tokens_seen() const { return seen_; }
   bool valid(int32_t slot) const;
@@ -96,6 +108,10 @@ class cascade_index {
   void check_slot(int32_t slot, const char* what) const;
   void check_stream(int32_t stream, const char* what) const;
   void check_sub(int32_t i, const char* what) const;
+  void check_push(int32_t q) const;
+  // The route of token g >= NS: fills route_ with its evicting slots, advances the ring
+  // pointers and returns its final action (k_route_write, _compare or _drop) and target slot.
+  int32_t route_token(int64_t g, int32_t& target);
 
   cascade_config cfg_;
   int32_t n_streams_;
@@ -118,6 +134,7 @@ class cascade_index {
   std::vector<int32_t> touched_;
   // One token's route through the sub-caches: evicting slots, then one final action.
   std::vector<int32_t> route_;
+  std::vector<int32_t> slot_index_;  // plan_push: a touched slot's index in its piece
 
  public:
   // ---- persistence (cascade_index_state.cpp) ----
@@ -128,10 +145,5 @@ class cascade_index {
   // throws SA_ERR_STORE (naming `what`) when the bytes are inconsistent. Unchanged on failure.
   void read_state(byte_unpacker& in, const std::string& what);
 };
-
-// Reduces per-query-head values over a GQA group of n >= 1 heads. median is the lower median
-// for even n (the element of rank (n-1)/2), as torch.median, which the reference calls; none
-// gives 0.
-float reduce_heads(cascade_reduction r, const float* values, int32_t n);
 
 }  // namespace sa

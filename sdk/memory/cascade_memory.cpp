@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "core/error.h"
 
@@ -20,15 +21,51 @@ cascade_memory::cascade_memory(backend& be, const hparams& hp, const rope_params
     : be_(be), hp_(hp), rope_(rope), cfg_(c), kv_type_(kv_type), max_batch_(max_batch) {
   index_.reserve(static_cast<size_t>(hp.n_layers));
   for (int32_t l = 0; l < hp.n_layers; ++l) index_.emplace_back(c.index, hp.n_kv_heads);
-  rows_ = index_[0].n_slots() + max_batch;
+  const int32_t n_slots = index_[0].n_slots();
+  rows_ = n_slots + max_batch;
   bytes_per_row_ =
       2 * static_cast<uint64_t>(hp.n_kv_heads) * static_cast<uint64_t>(row_bytes(kv_type, hp.head_dim));
+  params_.n_sinks = c.index.n_sinks;
+  params_.n_cascades = c.index.n_cascades;
+  params_.window = c.index.window;
+  params_.n_slots = n_slots;
+  params_.n_streams = hp.n_kv_heads;
+  params_.n_heads = hp.n_heads;
+  params_.reduction = c.reduction;
+  params_.homogeneous = c.homogeneous;
+  params_.scores = c.scores;
   for (int32_t l = 0; l < hp.n_layers; ++l) {
     k_.push_back(new_tensor(be, buffers_, kv_type, hp.head_dim, hp.n_kv_heads * rows_));
     v_.push_back(new_tensor(be, buffers_, kv_type, hp.head_dim, hp.n_kv_heads * rows_));
+    score_.push_back(new_f32_tensor(be, buffers_, n_slots, hp.n_kv_heads));
+    orig_.push_back(new_tensor(be, buffers_, dtype::i32, 2 * int64_t{n_slots}, hp.n_kv_heads));
   }
   k_rot_ = new_tensor(be, buffers_, kv_type, hp.head_dim, hp.n_kv_heads * rows_);
   mass_ = new_f32_tensor(be, buffers_, rows_, hp.n_heads);
+  const int64_t touched = std::min<int64_t>(k_cascade_touched_cap, n_slots);
+  moves_ = new_tensor(be, buffers_, dtype::i32, 3 * touched, hp.n_kv_heads);
+  push_state();
+}
+
+void cascade_memory::pull_state() const {
+  if (!stale_) return;
+  for (size_t l = 0; l < index_.size(); ++l) {
+    std::vector<float>& sc = index_[l].scores();
+    std::vector<int64_t>& og = index_[l].originals();
+    be_.download(*score_[l].buf, score_[l].offset, sc.data(), sc.size() * sizeof(float));
+    be_.download(*orig_[l].buf, orig_[l].offset, og.data(), og.size() * sizeof(int64_t));
+  }
+  stale_ = false;
+}
+
+void cascade_memory::push_state() {
+  for (size_t l = 0; l < index_.size(); ++l) {
+    const std::vector<float>& sc = index_[l].scores();
+    const std::vector<int64_t>& og = index_[l].originals();
+    be_.upload(*score_[l].buf, score_[l].offset, sc.data(), sc.size() * sizeof(float));
+    be_.upload(*orig_[l].buf, orig_[l].offset, og.data(), og.size() * sizeof(int64_t));
+  }
+  stale_ = false;
 }
 
 batch_meta cascade_memory::begin(const batch& b, step_buffer& step) {
@@ -39,10 +76,16 @@ batch_meta cascade_memory::begin(const batch& b, step_buffer& step) {
     fail(SA_ERR_INTERNAL, "cascade memory: batch of %lld rows, staging holds %lld",
          static_cast<long long>(n), static_cast<long long>(max_batch_));
   n_ = n;
-  step_ = &step;
-  const int32_t first = index_[0].next_position();
-  // Every layer holds the same number of slots (the ring pointers follow one schedule).
-  const int64_t held = static_cast<int64_t>(index_[0].slots_in_order().size());
+  // Every layer holds the same slots at the same positions (the ring pointers follow one
+  // schedule): the keys in position order are the held slots, then the batch.
+  const cascade_index& shape = index_[0];
+  const int32_t first = shape.next_position();
+  const std::vector<int32_t> order = shape.slots_in_order();
+  const int64_t held = static_cast<int64_t>(order.size());
+  n_keys_ = held + n;
+  rows_list_.assign(order.begin(), order.end());
+  key_pos_.clear();
+  for (int32_t slot : order) key_pos_.push_back(shape.rope_position(slot));
   positions_.resize(static_cast<size_t>(n));
   staging_.resize(static_cast<size_t>(n));
   kv_len_.resize(static_cast<size_t>(n));
@@ -54,45 +97,46 @@ batch_meta cascade_memory::begin(const batch& b, step_buffer& step) {
   for (int64_t r = 0; r < n; ++r) {
     const size_t u = static_cast<size_t>(r);
     positions_[u] = first + static_cast<int32_t>(r);
-    staging_[u] = index_[0].staging(static_cast<int32_t>(r));
+    staging_[u] = shape.staging(static_cast<int32_t>(r));
     kv_len_[u] = static_cast<int32_t>(held + r + 1);
     weights_[u] = static_cast<float>((1.0 - beta) * std::pow(beta, static_cast<double>(n - 1 - r)));
+    rows_list_.push_back(staging_[u]);
+    key_pos_.push_back(positions_[u]);
     m.keys_read += held + r + 1;
   }
-  m.positions = positions_t_ = step.put(positions_);
+  m.positions = step.put(positions_);
   m.slots = step.put(staging_);
   m.kv_len = step.put(kv_len_);
   weights_t_ = step.put(weights_);
-  m.kv_bound = held + n;
-  key_mass_ = key_mass{&weights_t_, &mass_, held + n};
+  rows_t_ = step.put(rows_list_);
+  key_pos_t_ = step.put(key_pos_);
+  m.kv_bound = n_keys_;
+  key_mass_ = key_mass{&weights_t_, &mass_, n_keys_};
+
+  // The push, planned once: every layer's ring pointers move the same way.
+  for (size_t l = 0; l < index_.size(); ++l)
+    index_[l].plan_push(static_cast<int32_t>(n), l == 0 ? plan_ : spare_plan_);
+  stale_ = true;  // the scores change on the backend from here on
+  const size_t piece_ints = static_cast<size_t>(
+      cascade_plan_ints(cfg_.index.n_cascades, plan_.q_bound, plan_.touched_bound));
+  pieces_t_.clear();
+  for (size_t offset : plan_.pieces)
+    pieces_t_.push_back(step.put(std::span<const int32_t>(plan_.ints).subspan(offset, piece_ints)));
+  // A decode step's launches depend only on how many keys are held (one piece, fixed bounds).
+  if (n == 1 && be_.has_cascade_update()) m.shape_key = (uint64_t{3} << 48) | static_cast<uint64_t>(held);
   return m;
 }
 
 kv_view cascade_memory::write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
                               const batch_meta& m) {
-  cascade_index& idx = index_[static_cast<size_t>(layer)];
   const tensor& K = k_[static_cast<size_t>(layer)];
   const tensor& V = v_[static_cast<size_t>(layer)];
   be_.rope(q, hp_.n_heads, hp_.head_dim, m.positions, rope_);
-  // Stage the batch's raw keys and values.
+  // Stage the batch's raw keys and values, then rotate every key read into k_rot_.
   be_.store_kv(K, rows_, k, m.slots);
   be_.store_kv(V, rows_, v, m.slots);
-
-  // Keys in position order: held slots, then the batch; rotate them into k_rot_.
-  order_ = idx.slots_in_order();
-  rows_list_.assign(order_.begin(), order_.end());
-  key_pos_.clear();
-  for (int32_t slot : order_) key_pos_.push_back(idx.rope_position(slot));
-  for (int64_t r = 0; r < n_; ++r) {
-    rows_list_.push_back(staging_[static_cast<size_t>(r)]);
-    key_pos_.push_back(positions_[static_cast<size_t>(r)]);
-  }
-  v_rows_t_ = step_->put(rows_list_);
-  const tensor pos = step_->put(key_pos_);
-  step_->flush();
-  be_.gather_rope(K, rows_, v_rows_t_, pos, static_cast<int64_t>(rows_list_.size()), rope_, k_rot_,
-                  rows_);
-  return kv_view{&k_rot_, &V, rows_, rows_, &v_rows_t_};
+  be_.gather_rope(K, rows_, rows_t_, key_pos_t_, n_keys_, rope_, k_rot_, rows_);
+  return kv_view{&k_rot_, &V, rows_, rows_, &rows_t_};
 }
 
 const key_mass* cascade_memory::mass(int32_t layer) {
@@ -101,52 +145,10 @@ const key_mass* cascade_memory::mass(int32_t layer) {
 }
 
 void cascade_memory::observe(int32_t layer) {
-  cascade_index& idx = index_[static_cast<size_t>(layer)];
-  update_scores(idx, order_, static_cast<int64_t>(order_.size()));
-  moves_.clear();
-  idx.push(static_cast<int32_t>(n_), init_.data(), moves_);
-  if (moves_.empty()) return;
-  move_list_.clear();
-  for (const cascade_index::move& mv : moves_) {
-    move_list_.push_back(mv.stream);
-    move_list_.push_back(mv.src);
-    move_list_.push_back(mv.dst);
-  }
-  const tensor moves = step_->put(move_list_);
-  step_->flush();
-  const int64_t count = static_cast<int64_t>(moves_.size());
-  be_.move_rows(k_[static_cast<size_t>(layer)], rows_, moves, count);
-  be_.move_rows(v_[static_cast<size_t>(layer)], rows_, moves, count);
-}
-
-// EMA increments of held slots and initial scores of the batch's tokens, reduced over the
-// query heads of each KV head's group (or over all heads when homogeneous).
-void cascade_memory::update_scores(cascade_index& idx, const std::vector<int32_t>& order,
-                                   int64_t held) {
-  const int32_t n_streams = idx.n_streams(), n_slots = idx.n_slots();
-  init_.assign(static_cast<size_t>(n_streams * n_), 0.0f);
-  if (!cfg_.scores) return;
-  // The attention op writes mass as [n_heads][n_keys], n_keys being the longest span.
-  const int64_t n_keys = held + n_;
-  mass_host_.resize(static_cast<size_t>(hp_.n_heads * n_keys));
-  be_.download(*mass_.buf, mass_.offset, mass_host_.data(), mass_host_.size() * sizeof(float));
-  inc_.assign(static_cast<size_t>(n_streams) * n_slots, 0.0f);
-  const int32_t group = cfg_.homogeneous ? hp_.n_heads : hp_.n_heads / hp_.n_kv_heads;
-  reduce_buf_.resize(static_cast<size_t>(group));
-  for (int32_t s = 0; s < n_streams; ++s) {
-    const int32_t first_head = cfg_.homogeneous ? 0 : s * group;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      for (int32_t g = 0; g < group; ++g)
-        reduce_buf_[static_cast<size_t>(g)] =
-            mass_host_[static_cast<size_t>((first_head + g) * n_keys + j)];
-      const float x = reduce_heads(cfg_.reduction, reduce_buf_.data(), group);
-      if (j < held)
-        inc_[static_cast<size_t>(s) * n_slots + order[static_cast<size_t>(j)]] = x;
-      else
-        init_[static_cast<size_t>(s * n_ + (j - held))] = x;
-    }
-  }
-  idx.decay_and_add(static_cast<int32_t>(n_), inc_.data());
+  const size_t l = static_cast<size_t>(layer);
+  for (const tensor& piece : pieces_t_)
+    be_.cascade_update(mass_, rows_t_, piece, params_, plan_.q_bound, plan_.touched_bound, score_[l],
+                       orig_[l], moves_, &k_[l], &v_[l], rows_);
 }
 
 memory_stats cascade_memory::stats() const {
@@ -158,6 +160,7 @@ memory_stats cascade_memory::stats() const {
 
 void cascade_memory::held_positions(int32_t layer, int32_t kv_head,
                                     std::vector<uint64_t>& out) const {
+  pull_state();
   out.clear();
   const int32_t first_layer = layer < 0 ? 0 : layer;
   const int32_t end_layer = layer < 0 ? hp_.n_layers : layer + 1;
@@ -176,6 +179,7 @@ void cascade_memory::held_positions(int32_t layer, int32_t kv_head,
 }
 
 std::unique_ptr<kv_memory::snapshot> cascade_memory::save() const {
+  pull_state();
   auto s = std::make_unique<cascade_snapshot>();
   s->index = index_;
   for (size_t l = 0; l < k_.size(); ++l) {
@@ -194,10 +198,12 @@ void cascade_memory::restore(const snapshot* snap) {
     be_.upload(*k_[l].buf, k_[l].offset, s->k[l].data(), s->k[l].size());
     be_.upload(*v_[l].buf, v_[l].offset, s->v[l].data(), s->v[l].size());
   }
+  push_state();
 }
 
 void cascade_memory::reset() {
   for (cascade_index& idx : index_) idx = cascade_index(cfg_.index, hp_.n_kv_heads);
+  push_state();
 }
 
 }  // namespace sa

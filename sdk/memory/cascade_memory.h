@@ -8,16 +8,19 @@
 // which row; a push moves only the rows whose token changed (a few per sub-cache), so the cache
 // is never concatenated or copied whole.
 //
-// Each layer's write: gather the valid rows in position order (sinks, then the sub-caches from
-// oldest to newest, then the batch) and rotate them to their re-indexed positions into a compact
-// key buffer; attention reads values in place. The attention mass every key receives, weighted
-// (1-b) b^(n-1-r) over the batch rows r and reduced over each GQA group (max, mean or median;
-// or over all heads when homogeneous), updates the fp32 EMA scores before the batch is pushed
-// (observe). The bookkeeping is on the host: the mass is downloaded once per layer and the
-// row lists and moves are uploaded through the step buffer.
+// Each batch's plan is made once, on the host, from the ring pointers every layer shares
+// (begin): the valid rows in position order (sinks, then the sub-caches from oldest to newest,
+// then the batch), their re-indexed positions, and the push as a cascade_update plan
+// (backend/cascade_plan.h). Each layer's write rotates those rows into a compact key buffer
+// (attention reads values in place); after its attention, whose mass every key receives
+// weighted (1-b) b^(n-1-r) over the batch rows r, the backend's cascade_update folds the mass,
+// reduced over each GQA group (max, mean or median; or over all heads when homogeneous), into
+// the fp32 EMA scores and pushes the batch, and move_rows applies the moves it wrote. The
+// scores and original indices live on the backend; a decode step makes no host round trip and
+// is recorded and replayed like a dense one. The host indexes keep the ring pointers, and a
+// copy of the scores and indices refreshed from the backend when something reads them (stats,
+// saves, tests).
 //
-// Saved state (cascade_memory_state.cpp): per layer the index (ring pointers, scores, original
-// indices) and the K/V of the slot rows; staging rows and the rotated-key buffer are scratch.
 #pragma once
 
 #include <vector>
@@ -55,10 +58,15 @@ class cascade_memory final : public kv_memory {
   void restore(const snapshot* s) override;
   void reset() override;
 
-  const cascade_index& index(int32_t layer) const { return index_[static_cast<size_t>(layer)]; }
+  // The layer's index, its scores and original indices as the backend holds them now.
+  const cascade_index& index(int32_t layer) const {
+    pull_state();
+    return index_[static_cast<size_t>(layer)];
+  }
 
  private:
-  void update_scores(cascade_index& idx, const std::vector<int32_t>& order, int64_t n);
+  void pull_state() const;  // backend -> host copies, when stale
+  void push_state();        // host copies -> backend
 
   backend& be_;
   const hparams& hp_;
@@ -67,23 +75,25 @@ class cascade_memory final : public kv_memory {
   dtype kv_type_;
   int64_t max_batch_, rows_;  // rows per head in K/V: n_slots + max_batch
   uint64_t bytes_per_row_;    // one token's K+V in one layer
-  std::vector<cascade_index> index_;
+  cascade_params params_;
+  // Ring pointers (current) and a copy of the scores and indices (current unless stale_).
+  mutable std::vector<cascade_index> index_;
+  mutable bool stale_ = false;
   std::vector<buffer_ptr> buffers_;
   std::vector<tensor> k_, v_;  // per layer [n_kv_heads][rows_][head_dim]
+  std::vector<tensor> score_;  // per layer f32 [n_kv_heads][n_slots]: EMA scores
+  std::vector<tensor> orig_;   // per layer i64 [n_kv_heads][n_slots]: original token indices
   tensor k_rot_;               // [n_kv_heads][rows_][head_dim] rotated keys of one layer
   tensor mass_;                // f32 [n_heads][n_keys of the batch], room for [n_heads][rows_]
+  tensor moves_;               // i32 [n_kv_heads][touched bound][3], one piece's moves
   // Per batch:
-  int64_t n_ = 0;
-  step_buffer* step_ = nullptr;
-  std::vector<int32_t> positions_, staging_, kv_len_;
+  int64_t n_ = 0, n_keys_ = 0;
+  std::vector<int32_t> positions_, staging_, kv_len_, rows_list_, key_pos_;
   std::vector<float> weights_;
-  tensor positions_t_, weights_t_, v_rows_t_;
+  tensor weights_t_, rows_t_, key_pos_t_;
+  std::vector<tensor> pieces_t_;
+  cascade_index::plan plan_, spare_plan_;
   key_mass key_mass_;
-  std::vector<int32_t> order_;  // the layer's held slots in position order, from write()
-  // Scratch reused across layers.
-  std::vector<int32_t> rows_list_, key_pos_, move_list_;
-  std::vector<float> mass_host_, inc_, init_, reduce_buf_;
-  std::vector<cascade_index::move> moves_;
 
  public:
   // ---- persistence (cascade_memory_state.cpp): the whole bounded state, mutable blobs ----

@@ -26,6 +26,7 @@ std::string layer_name(int32_t layer, const char* what) {
 }  // namespace
 
 void cascade_memory::write_state(state_writer& w) const {
+  pull_state();
   byte_packer meta;
   meta.put(k_version).put(hp_.n_layers).put(hp_.n_kv_heads).put(hp_.head_dim)
       .put(cfg_.index.n_sinks).put(cfg_.index.n_cascades).put(cfg_.index.window)
@@ -105,6 +106,7 @@ void cascade_memory::read_state(state_reader& r) {
         fail(SA_ERR_STORE, "cascade layers disagree on the tokens seen (%lld and %lld)",
              static_cast<long long>(index_[0].tokens_seen()),
              static_cast<long long>(idx.tokens_seen()));
+    push_state();
   } catch (...) {
     reset();
     throw;

@@ -351,15 +351,20 @@ TEST_P(on_device, golden_logits_of_the_shipped_model_with_an_f32_cache) {
 }
 
 TEST_P(on_device, recorded_steps_replay_and_equal_eager_steps) {
-  // Dense decoding, and Quest per head and per group (ReSA's selection), whose scores, top
-  // pages and attention run on the device from the step buffer's page plan.
+  // Dense decoding, Quest per head and per group (ReSA's selection), whose scores, top pages
+  // and attention run on the device from the step buffer's page plan, and the cascade and
+  // streaming memories, whose bookkeeping runs there too (a full cache: every step alike).
   const auto m = shipped("sa-default-q8_0.gguf");
   const std::vector<int32_t> prompt = prompt_tokens(*m, 300);
   // The switch that makes a backend run every step eagerly (a diagnostic).
   const char* eager_switch = GetParam() == backend_kind::cuda ? "SA_CUDA_GRAPHS" : "SA_VULKAN_RECORDING";
-  for (const char* method : {"dense", "quest", "quest per group"}) {
+  for (const char* method : {"dense", "quest", "quest per group", "cascade", "streaming"}) {
     sa::session_config c = config(GetParam());
-    if (std::string(method) != "dense") {
+    if (std::string(method) == "cascade" || std::string(method) == "streaming") {
+      c.memory = std::string(method) == "cascade" ? sa::memory_kind::cascade : sa::memory_kind::streaming;
+      c.cache_tokens = 16 + 4 * 32;
+      c.n_sinks = 16;
+    } else if (std::string(method) != "dense") {
       c.sparse.method = sa::sparse_method::quest;
       c.sparse.budget_ratio = 0.125f;
       c.sparse.dense_layers = 1;

@@ -11,12 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "backend/backend.h"
+#include "memory/cascade_index.h"
 #include "policy/vattention.h"
 #include "backend/cpu/ops.h"
 #include "backend/step_buffer.h"
@@ -593,6 +595,173 @@ TEST_P(ops, move_rows_runs_in_order_per_head) {
     h.be->move_rows(ct, cap, h.ints({0, 2, 3, 0, 1, 2, 0, 0, 1, 1, 3, 0}), 4);
     const std::vector<float> want = {0, 0, 0, 0, 1, 1, 2, 2, 13, 13, 11, 11, 12, 12, 13, 13};
     EXPECT_EQ(h.download(ct), want) << sa::traits(type).name;
+  }
+}
+
+TEST_P(ops, move_rows_skips_moves_of_head_minus_one) {
+  harness h(GetParam());
+  const std::vector<float> c = {0, 1, 2, 3};
+  const tensor ct = h.upload(c, 1, 4);
+  h.be->move_rows(ct, 2, h.ints({-1, 0, 1, 1, 0, 1, -1, 1, 0}), 3);
+  EXPECT_EQ(h.download(ct), (std::vector<float>{0, 1, 2, 2}));
+}
+
+// ---- the cascade's bookkeeping -------------------------------------------------------------
+
+// cascade_update (with move_rows) against cascade_index, the host bookkeeping the traces check
+// against the paper's reference: the same stream of pushes with the same attention mass, then
+// the scores, original indices and cached rows compared bit for bit after every push. Mass
+// values are multiples of 1/8, so comparisons often tie (ties go to the incoming token).
+struct cascade_case {
+  int32_t sinks, cascades, window, streams, heads;
+  sa::cascade_reduction reduction;
+  bool homogeneous, scores;
+  int64_t tokens;  // streamed in total
+  int32_t chunk;   // largest push; pushes are 1 token, with a chunk every 50th
+};
+
+void run_cascade_case(harness& h, const cascade_case& cc, uint64_t seed) {
+  sa::cascade_config cfg;
+  cfg.n_sinks = cc.sinks;
+  cfg.n_cascades = cc.cascades;
+  cfg.window = cc.window;
+  cfg.beta = 0.75f;
+  sa::cascade_index ref(cfg, cc.streams), shape(cfg, cc.streams);
+  const int32_t n_slots = ref.n_slots(), group = cc.homogeneous ? cc.heads : cc.heads / cc.streams;
+  sa::cascade_params p;
+  p.n_sinks = cc.sinks;
+  p.n_cascades = cc.cascades;
+  p.window = cc.window;
+  p.n_slots = n_slots;
+  p.n_streams = cc.streams;
+  p.n_heads = cc.heads;
+  p.reduction = cc.reduction;
+  p.homogeneous = cc.homogeneous;
+  p.scores = cc.scores;
+
+  // Rows hold their token's original index: [streams][n_slots + chunk] (staging after the slots).
+  const int64_t rows = n_slots + cc.chunk;
+  std::vector<float> host_rows(static_cast<size_t>(cc.streams * rows), -1.0f);
+  const tensor cache = h.upload(host_rows, 1, cc.streams * rows);
+  // V holds the negated indices.
+  const tensor cache_v = h.upload(host_rows, 1, cc.streams * rows);
+  const tensor mass_t = h.upload(std::vector<float>(static_cast<size_t>(cc.heads * rows), 0.0f), rows, cc.heads);
+  const tensor score_t = h.upload(std::vector<float>(static_cast<size_t>(cc.streams * n_slots), 0.0f), n_slots, cc.streams);
+  std::vector<int64_t> orig_init(static_cast<size_t>(cc.streams * n_slots), -1);
+  const tensor orig_t = h.alloc(orig_init.size() * 8, dtype::i32, 2 * n_slots, cc.streams);
+  h.be->upload(*orig_t.buf, 0, orig_init.data(), orig_init.size() * 8);
+  const int64_t touched_cap = std::min<int64_t>(sa::k_cascade_touched_cap, n_slots);
+  const tensor moves_t = h.alloc(static_cast<size_t>(cc.streams * touched_cap * 3 * 4), dtype::i32,
+                                 3 * touched_cap, cc.streams);
+
+  std::mt19937_64 rng(seed);
+  std::vector<sa::cascade_index::move> moves;
+  sa::cascade_index::plan plan;
+  std::vector<float> inc, init, values(static_cast<size_t>(group)), mass;
+  int64_t pushes = 0, pieces = 0;
+  while (ref.tokens_seen() < cc.tokens) {
+    const int32_t q = ++pushes % 50 == 0 ? 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(cc.chunk)) : 1;
+    const std::vector<int32_t> order = ref.slots_in_order();
+    const int64_t held = static_cast<int64_t>(order.size()), n_keys = held + q;
+    mass.assign(static_cast<size_t>(cc.heads * n_keys), 0.0f);
+    for (float& m : mass) m = static_cast<float>(rng() % 9) / 8.0f;
+    // The host: reduce, decay_and_add, push; the moves applied to the host rows.
+    auto reduced = [&](int32_t s, int64_t key) {
+      const int32_t first = cc.homogeneous ? 0 : s * group;
+      for (int32_t g = 0; g < group; ++g) values[static_cast<size_t>(g)] = mass[static_cast<size_t>((first + g) * n_keys + key)];
+      return sa::reduce_heads(cc.reduction, values.data(), group);
+    };
+    inc.assign(static_cast<size_t>(cc.streams * n_slots), 0.0f);
+    init.assign(static_cast<size_t>(cc.streams * q), 0.0f);
+    if (cc.scores) {
+      for (int32_t s = 0; s < cc.streams; ++s) {
+        for (int64_t j = 0; j < held; ++j) inc[static_cast<size_t>(s * n_slots + order[static_cast<size_t>(j)])] = reduced(s, j);
+        for (int32_t k = 0; k < q; ++k) init[static_cast<size_t>(s * q + k)] = reduced(s, held + k);
+      }
+      ref.decay_and_add(q, inc.data());
+    }
+    for (int32_t s = 0; s < cc.streams; ++s)
+      for (int32_t k = 0; k < q; ++k)
+        host_rows[static_cast<size_t>(s * rows + n_slots + k)] = static_cast<float>(ref.tokens_seen() + k);
+    moves.clear();
+    ref.push(q, init.data(), moves);
+    for (const auto& m : moves)
+      host_rows[static_cast<size_t>(m.stream * rows + m.dst)] = host_rows[static_cast<size_t>(m.stream * rows + m.src)];
+
+    // The backend: the same mass and staged rows, the plan's pieces.
+    h.be->upload(*mass_t.buf, 0, mass.data(), mass.size() * 4);
+    for (int32_t s = 0; s < cc.streams; ++s) {
+      std::vector<float> staged(static_cast<size_t>(q));
+      for (int32_t k = 0; k < q; ++k) staged[static_cast<size_t>(k)] = static_cast<float>(shape.tokens_seen() + k);
+      h.be->upload(*cache.buf, static_cast<size_t>(s * rows + n_slots) * 4, staged.data(), staged.size() * 4);
+      for (float& x : staged) x = -x;
+      h.be->upload(*cache_v.buf, static_cast<size_t>(s * rows + n_slots) * 4, staged.data(), staged.size() * 4);
+    }
+    const tensor order_t = h.ints(order.empty() ? std::vector<int32_t>{0} : order);
+    shape.plan_push(q, plan);
+    const size_t piece_ints = static_cast<size_t>(sa::cascade_plan_ints(cc.cascades, plan.q_bound, plan.touched_bound));
+    for (size_t offset : plan.pieces) {
+      const tensor piece = h.ints(std::vector<int32_t>(plan.ints.begin() + static_cast<std::ptrdiff_t>(offset),
+                                                       plan.ints.begin() + static_cast<std::ptrdiff_t>(offset + piece_ints)));
+      // Every other push the op applies its moves to both caches; otherwise move_rows does.
+      if (pushes % 2 == 0) {
+        h.be->cascade_update(mass_t, order_t, piece, p, plan.q_bound, plan.touched_bound, score_t, orig_t,
+                             moves_t, &cache, &cache_v, rows);
+      } else {
+        h.be->cascade_update(mass_t, order_t, piece, p, plan.q_bound, plan.touched_bound, score_t, orig_t,
+                             moves_t, nullptr, nullptr, 0);
+        h.be->move_rows(cache, rows, moves_t, cc.streams * plan.touched_bound);
+        h.be->move_rows(cache_v, rows, moves_t, cc.streams * plan.touched_bound);
+      }
+      ++pieces;
+    }
+    ASSERT_EQ(shape.tokens_seen(), ref.tokens_seen());
+    ASSERT_EQ(shape.slots_in_order(), ref.slots_in_order()) << "after push " << pushes;
+
+    const bool last = ref.tokens_seen() >= cc.tokens;
+    if (!last && pushes % 97 != 0) continue;  // compare every 97th push and the last
+    std::vector<float> got_score(static_cast<size_t>(cc.streams * n_slots));
+    std::vector<int64_t> got_orig(got_score.size());
+    h.be->download(*score_t.buf, 0, got_score.data(), got_score.size() * 4);
+    h.be->download(*orig_t.buf, 0, got_orig.data(), got_orig.size() * 8);
+    const std::vector<float> got_rows = h.download(cache), got_v = h.download(cache_v);
+    for (int32_t s = 0; s < cc.streams; ++s)
+      for (int32_t slot = 0; slot < n_slots; ++slot) {
+        const size_t e = static_cast<size_t>(s * n_slots + slot);
+        ASSERT_EQ(std::bit_cast<uint32_t>(got_score[e]), std::bit_cast<uint32_t>(ref.score(s, slot)))
+            << "stream " << s << " slot " << slot << " after push " << pushes << ": " << got_score[e]
+            << " against " << ref.score(s, slot);
+        ASSERT_EQ(got_orig[e], ref.original_index(s, slot)) << "stream " << s << " slot " << slot;
+        if (!ref.valid(slot)) continue;
+        ASSERT_EQ(got_rows[static_cast<size_t>(s * rows + slot)], host_rows[static_cast<size_t>(s * rows + slot)]);
+        ASSERT_EQ(got_rows[static_cast<size_t>(s * rows + slot)], static_cast<float>(ref.original_index(s, slot)));
+        ASSERT_EQ(got_v[static_cast<size_t>(s * rows + slot)], -static_cast<float>(ref.original_index(s, slot)));
+      }
+  }
+  EXPECT_GE(pieces, pushes);
+  std::printf("  %lld tokens in %lld pushes, %lld pieces\n", static_cast<long long>(ref.tokens_seen()),
+              static_cast<long long>(pushes), static_cast<long long>(pieces));
+}
+
+TEST_P(ops, cascade_update_streams_as_the_index_does) {
+  using r = sa::cascade_reduction;
+  const cascade_case cases[] = {
+      // 10K tokens through a small cache: every sub-cache fills, evicts and compares.
+      {4, 3, 5, 3, 6, r::max, false, true, 10000, 40},
+      {3, 4, 3, 2, 6, r::mean, false, true, 3000, 17},
+      {2, 3, 4, 2, 6, r::median, false, true, 3000, 17},
+      {2, 2, 4, 2, 4, r::median, true, true, 2000, 9},
+      {0, 2, 6, 3, 3, r::none, false, true, 1000, 9},
+      {4, 1, 16, 2, 4, r::max, false, false, 1000, 30},  // the sink cache: no scores
+      // A cache larger than a piece: long chunks are split.
+      {8, 4, 600, 2, 4, r::max, false, true, 9000, 1500},
+  };
+  for (const cascade_case& cc : cases) {
+    harness h(GetParam());
+    SCOPED_TRACE(testing::Message() << cc.sinks << " sinks + " << cc.cascades << " x " << cc.window
+                                    << ", reduction " << static_cast<int>(cc.reduction));
+    run_cascade_case(h, cc, 77);
+    if (HasFatalFailure()) return;
   }
 }
 

@@ -710,11 +710,30 @@ void cpu_backend::move_rows(const tensor& cache, int64_t capacity, const tensor&
   for (int64_t i = 0; i < n; ++i) {
     const int32_t head = m[static_cast<size_t>(3 * i)], src = m[static_cast<size_t>(3 * i + 1)],
                   dst = m[static_cast<size_t>(3 * i + 2)];
+    if (head == -1) continue;  // no move
     if (head < 0 || head >= n_heads || src < 0 || src >= capacity || dst < 0 || dst >= capacity)
       fail(SA_ERR_INTERNAL, "move_rows: head %d rows %d -> %d outside [%lld][%lld]", head, src,
            dst, static_cast<long long>(n_heads), static_cast<long long>(capacity));
     std::memmove(c + static_cast<size_t>(head * capacity + dst) * row_size,
                  c + static_cast<size_t>(head * capacity + src) * row_size, row_size);
+  }
+}
+
+void cpu_backend::cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
+                                 const cascade_params& p, int64_t q_bound, int64_t touched_bound,
+                                 const tensor& score, const tensor& orig, const tensor& moves,
+                                 const tensor* k, const tensor* v, int64_t capacity) {
+  check_cascade_update(mass, order, plan, p, q_bound, touched_bound, score, orig, moves, k, v, capacity);
+  const int32_t* pl = ptr<const int32_t>(plan);
+  if (pl[5] < 0 || pl[5] > order.elements())
+    fail(SA_ERR_INTERNAL, "cascade_update: %d keys held, %lld in the order", pl[5],
+         static_cast<long long>(order.elements()));
+  cascade_update_host(p.scores ? ptr<const float>(mass) : nullptr, ptr<const int32_t>(order), pl, p,
+                      q_bound, touched_bound, ptr<float>(score),
+                      reinterpret_cast<int64_t*>(data_of(orig)), ptr<int32_t>(moves));
+  if (k) {
+    move_rows(*k, capacity, moves, int64_t{p.n_streams} * touched_bound);
+    move_rows(*v, capacity, moves, int64_t{p.n_streams} * touched_bound);
   }
 }
 

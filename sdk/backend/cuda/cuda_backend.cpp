@@ -863,6 +863,25 @@ void cuda_backend::move_rows(const tensor& cache, int64_t capacity, const tensor
         "move_rows");
 }
 
+void cuda_backend::cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
+                                  const cascade_params& p, int64_t q_bound, int64_t touched_bound,
+                                  const tensor& score, const tensor& orig, const tensor& moves,
+                                  const tensor* k, const tensor* v, int64_t capacity) {
+  check_cascade_update(mass, order, plan, p, q_bound, touched_bound, score, orig, moves, k, v, capacity);
+  cascade_rows kv;
+  if (k) {
+    kv.k = dev(*k);
+    kv.v = dev(*v);
+    kv.row_bytes = static_cast<int64_t>(k->row_size());
+    kv.capacity = capacity;
+  }
+  check(launch_cascade_update(p.scores ? ptr<const float>(mass) : nullptr, ints(order), ints(plan), p,
+                              static_cast<int32_t>(q_bound), static_cast<int32_t>(touched_bound),
+                              ptr<float>(score), reinterpret_cast<int64_t*>(dev(orig)), ptr<int32_t>(moves), kv,
+                              stream_),
+        "cascade_update");
+}
+
 void cuda_backend::sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
                           const tensor& token) {
   sample_args a;

@@ -147,6 +147,11 @@ class cuda_backend final : public backend {
                    const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;
   void move_rows(const tensor& cache, int64_t capacity, const tensor& moves, int64_t n) override;
+  bool has_cascade_update() const override { return true; }
+  void cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
+                      const cascade_params& p, int64_t q_bound, int64_t touched_bound,
+                      const tensor& score, const tensor& orig, const tensor& moves,
+                      const tensor* k, const tensor* v, int64_t capacity) override;
   void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
               const tensor& token) override;
 

@@ -81,6 +81,12 @@ class vulkan_backend final : public backend {
                    const tensor& positions, int64_t n, const rope_params& p, const tensor& dst,
                    int64_t dst_capacity) override;
   void move_rows(const tensor& cache, int64_t capacity, const tensor& moves, int64_t n) override;
+  // cascade.cpp
+  bool has_cascade_update() const override;
+  void cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
+                      const cascade_params& p, int64_t q_bound, int64_t touched_bound,
+                      const tensor& score, const tensor& orig, const tensor& moves,
+                      const tensor* k, const tensor* v, int64_t capacity) override;
   // attention.cpp
   void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                  int32_t head_dim, const tensor& kv_len, int64_t kv_bound, float scale,
