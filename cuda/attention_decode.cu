@@ -638,6 +638,59 @@ __global__ void attention_mass_kernel(const attention_args a, const float* row_w
   mass[static_cast<int64_t>(h) * n_keys + j] = sum;
 }
 
+// The same mass with the key's dims across LPK lanes (8 each, one 16-byte load for f16/bf16):
+// grid (ceil(n_keys / (256 / LPK)), n_kv_heads), 256 threads; a warp holds 32 / LPK keys and
+// computes each key's scores for every query head of its group and every row, the lanes'
+// partial dots summed by shuffles. Each key row is read once per group (coalesced), not once
+// per query head by one thread as above; a block's keys are one pass of its warps, so a decode
+// step has thousands of blocks to hide the loads' latency. Bytes: n_keys * n_kv_heads *
+// head_dim * elem of keys, the queries (L1), n_heads * n_keys * 4 of mass written.
+template <int LPK>
+constexpr int64_t mass_keys_per_block() {
+  return 256 / LPK;
+}
+
+template <typename T, int LPK>
+__global__ void __launch_bounds__(256)
+    attention_mass_lanes_kernel(const attention_args a, const float* row_weights, float* mass, int64_t n_keys) {
+  pdl_begin();
+  using S = typename T::storage;
+  constexpr int KPW = k_warp / LPK;  // keys a warp holds at once
+  const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
+  const int sub = lane / LPK, part = lane % LPK;
+  const int32_t kvh = blockIdx.y, group = a.n_heads / a.n_kv_heads;
+  const int64_t first = blockIdx.x * mass_keys_per_block<LPK>();
+  const int64_t end = min(first + mass_keys_per_block<LPK>(), n_keys);
+  const int n_warps = blockDim.x / k_warp;
+  for (int64_t base = first + warp * KPW; base < end; base += n_warps * KPW) {
+    const int64_t j = base + sub;
+    const bool valid = j < end;
+    float kf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (valid) load8<T>(static_cast<const S*>(a.k) + (kvh * a.k_capacity + j) * a.head_dim + part * 8, kf);
+    for (int32_t g = 0; g < group; ++g) {
+      const int32_t h = kvh * group + g;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < a.n; ++i) {
+        const float4* qp = reinterpret_cast<const float4*>(a.q + (i * a.n_heads + h) * a.head_dim + part * 8);
+        const float4 q0 = qp[0], q1 = qp[1];
+        float s = q0.x * kf[0];
+        s = fmaf(q0.y, kf[1], s);
+        s = fmaf(q0.z, kf[2], s);
+        s = fmaf(q0.w, kf[3], s);
+        s = fmaf(q1.x, kf[4], s);
+        s = fmaf(q1.y, kf[5], s);
+        s = fmaf(q1.z, kf[6], s);
+        s = fmaf(q1.w, kf[7], s);
+#pragma unroll
+        for (int o = LPK / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o, LPK);
+        if (valid && j < a.kv_len[i])
+          sum = fmaf(row_weights[i], expf(s * a.scale - a.lse[i * a.n_heads + h]), sum);
+      }
+      if (valid && part == 0) mass[static_cast<int64_t>(h) * n_keys + j] = sum;
+    }
+  }
+}
+
 // Runs f<T, LPK, GMAX> for the cache type, head dim and group of a (GMAX up to MAXG).
 template <template <typename, int, int> class K, int MAXG, typename F>
 cudaError_t dispatch(const attention_args& a, int32_t heads_per_block, F&& f) {
@@ -873,6 +926,20 @@ cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt
 cudaError_t launch_attention_mass(const attention_args& a, const float* row_weights, float* mass,
                                   int64_t n_keys, cudaStream_t s) {
   if (n_keys <= 0) return cudaSuccess;
+  const int lpk = a.head_dim / 8;
+  if (a.head_dim % 8 == 0 && (lpk == 4 || lpk == 8 || lpk == 16 || lpk == 32)) {
+    const dim3 grid(static_cast<unsigned>(ceil_div(n_keys, 256 / lpk)), static_cast<unsigned>(a.n_kv_heads));
+    return with_kv_type(a.kv_type, [&](auto t) {
+      using T = decltype(t);
+      switch (lpk) {
+        case 4: launch_kernel(attention_mass_lanes_kernel<T, 4>, grid, 256, 0, s, a, row_weights, mass, n_keys); break;
+        case 8: launch_kernel(attention_mass_lanes_kernel<T, 8>, grid, 256, 0, s, a, row_weights, mass, n_keys); break;
+        case 16: launch_kernel(attention_mass_lanes_kernel<T, 16>, grid, 256, 0, s, a, row_weights, mass, n_keys); break;
+        default: launch_kernel(attention_mass_lanes_kernel<T, 32>, grid, 256, 0, s, a, row_weights, mass, n_keys); break;
+      }
+      return cudaGetLastError();
+    });
+  }
   const dim3 grid(static_cast<unsigned>(ceil_div(n_keys, 128)), static_cast<unsigned>(a.n_heads));
   return with_kv_type(a.kv_type, [&](auto t) {
     attention_mass_kernel<decltype(t)><<<grid, 128, 0, s>>>(a, row_weights, mass, n_keys);

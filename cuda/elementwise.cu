@@ -118,21 +118,24 @@ __device__ __forceinline__ void rotate(float& x0, float& x1, float c, float s) {
 __global__ void rope_kernel(float* x, int64_t n, int32_t n_heads, int32_t head_dim,
                             const int32_t* positions, rope_desc r) {
   pdl_begin();
-  // one thread per (row, head, slot); x [n][n_heads][head_dim]
+  // one thread per (row, slot), looping over the heads (the angle is the row's, for all of
+  // them); x [n][n_heads][head_dim]
   const int32_t slots = head_dim / 2;
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (t >= n * n_heads * slots) return;
+  if (t >= n * slots) return;
   const int32_t p = static_cast<int32_t>(t % slots);
-  const int64_t rh = t / slots;  // row * n_heads + head
+  const int64_t row = t / slots;
   const rope_slot d = slot_dims(r, p);
   if (!d.rotate) return;
   float c, s;
-  angle(r, p, positions[rh / n_heads], c, s);
-  float* v = x + rh * head_dim;
-  float x0 = v[d.a], x1 = v[d.b];
-  rotate(x0, x1, c, s);
-  v[d.a] = x0;
-  v[d.b] = x1;
+  angle(r, p, positions[row], c, s);
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* v = x + (row * n_heads + h) * head_dim;
+    float x0 = v[d.a], x1 = v[d.b];
+    rotate(x0, x1, c, s);
+    v[d.a] = x0;
+    v[d.b] = x1;
+  }
 }
 
 template <typename T>
@@ -196,23 +199,26 @@ __global__ void gather_rope_kernel(const typename T::storage* src, int64_t src_c
                                    int32_t n_kv, int32_t head_dim, rope_desc r,
                                    typename T::storage* dst, int64_t dst_capacity) {
   pdl_begin();
+  // one thread per (key j, slot p), looping over the KV heads: the angle (double pow, cos and
+  // sin, as the CPU computes it) depends on (position, slot) only, so it is computed once for
+  // all heads. Bytes: n * n_kv * head_dim elements read and written.
   const int32_t n_slots = head_dim / 2;
   const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (t >= n * n_kv * n_slots) return;
+  if (t >= n * n_slots) return;
   const int32_t p = static_cast<int32_t>(t % n_slots);
-  const int32_t g = static_cast<int32_t>((t / n_slots) % n_kv);
-  const int64_t j = t / (static_cast<int64_t>(n_slots) * n_kv);
+  const int64_t j = t / n_slots;
   const rope_slot d = slot_dims(r, p);
-  const typename T::storage* in = src + (g * src_capacity + rows[j]) * head_dim;
-  float x0 = T::load(in + d.a), x1 = T::load(in + d.b);
-  if (d.rotate) {
-    float c, s;
-    angle(r, p, positions[j], c, s);
-    rotate(x0, x1, c, s);
+  float c = 1.0f, s = 0.0f;
+  if (d.rotate) angle(r, p, positions[j], c, s);
+  const int64_t row = rows[j];
+  for (int32_t g = 0; g < n_kv; ++g) {
+    const typename T::storage* in = src + (g * src_capacity + row) * head_dim;
+    float x0 = T::load(in + d.a), x1 = T::load(in + d.b);
+    if (d.rotate) rotate(x0, x1, c, s);
+    typename T::storage* out = dst + (g * dst_capacity + j) * head_dim;
+    out[d.a] = T::from(x0);
+    out[d.b] = T::from(x1);
   }
-  typename T::storage* out = dst + (g * dst_capacity + j) * head_dim;
-  out[d.a] = T::from(x0);
-  out[d.b] = T::from(x1);
 }
 
 __global__ void move_rows_kernel(uint8_t* cache, int64_t row_bytes, int64_t capacity,
@@ -312,7 +318,7 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
 
 cudaError_t launch_rope(float* x, int64_t n, int32_t n_heads, int32_t head_dim,
                         const int32_t* positions, const rope_desc& r, cudaStream_t s) {
-  const int64_t total = n * n_heads * (head_dim / 2);
+  const int64_t total = n_heads > 0 ? n * (head_dim / 2) : 0;
   if (total <= 0) return cudaSuccess;
   launch_kernel(rope_kernel, blocks_for(total), k_threads, 0, s, x, n, n_heads, head_dim, positions, r);
   return cudaGetLastError();
@@ -351,7 +357,7 @@ cudaError_t launch_gather_rope(const void* src, etype kv_type, int64_t src_capac
                                const int32_t* rows, const int32_t* positions, int64_t n,
                                int32_t n_kv_heads, int32_t head_dim, const rope_desc& r, void* dst,
                                int64_t dst_capacity, cudaStream_t s) {
-  const int64_t total = n * n_kv_heads * (head_dim / 2);
+  const int64_t total = n_kv_heads > 0 ? n * (head_dim / 2) : 0;
   if (total <= 0) return cudaSuccess;
   return with_kv_type(kv_type, [&](auto t) {
     using T = decltype(t);
