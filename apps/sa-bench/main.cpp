@@ -9,6 +9,8 @@
 //                           dense (full) and cascade memory (store_bench.cpp)
 //   sa-bench gpu WHAT       GPU speed against the card's measured bandwidth (gpu_bench.h)
 //   sa-bench random-model   a GGUF of random weights in Llama-3.1-8B's shape (random_model.h)
+//   sa-bench long-run       a long stream through a bounded memory, its memory sampled as it
+//                           goes (long_run.h)
 //
 // Timings are wall-clock medians over repetitions on this machine; run with the machine idle.
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "backend/step_buffer.h"
 #include "core/error.h"
 #include "cpu_bench.h"
+#include "long_run.h"
 #include "memory/cascade_index.h"
 #include "random_model.h"
 #include "sa/sa.h"
@@ -208,21 +211,22 @@ int memory(const std::string& model_path, int threads, long long max_len) {
 
 int main(int argc, char** argv) {
   cxxopts::Options opts("sa-bench",
-                        "Micro-benchmarks: cache-update | memory | sparse | store | cpu | gpu WHAT | random-model");
+                        "Micro-benchmarks: cache-update | memory | sparse | store | cpu | gpu WHAT | random-model | long-run");
   // clang-format off
   opts.add_options()
-    ("mode", "cache-update, memory, sparse, store, cpu, gpu or random-model", cxxopts::value<std::string>())
+    ("mode", "cache-update, memory, sparse, store, cpu, gpu, random-model or long-run", cxxopts::value<std::string>())
     ("m,model", "GGUF model (memory, sparse and store modes)", cxxopts::value<std::string>()->default_value(
         SA_MODELS_DIR "/sa-default-q8_0.gguf"))
     ("t,threads", "CPU threads; 0 = one per core", cxxopts::value<int>()->default_value("0"))
     ("max-len", "memory and store modes: longest stream", cxxopts::value<long long>()->default_value("65536"))
     ("reps", "cache-update, store and cpu modes: repetitions", cxxopts::value<int>()->default_value("3"))
     ("thread-counts", "cpu mode: thread counts", cxxopts::value<std::vector<int>>()->default_value("1,2"))
+    ("kernels", "cpu mode: kernel sets (reference, avx2, avx2-int8, avx512-vnni); default every one this CPU runs", cxxopts::value<std::vector<std::string>>())
     ("prompt", "cpu mode: prompt tokens", cxxopts::value<int>()->default_value("512"))
     ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
     ("steps", "sparse, cpu and gpu decode modes: decode steps", cxxopts::value<int>()->default_value("64"))
     ("what", "gpu mode: bandwidth, attention, gemv, gemm, decode, sparse or all", cxxopts::value<std::string>()->default_value("all"))
-    ("backend", "gpu mode: cuda or vulkan", cxxopts::value<std::string>()->default_value("cuda"))
+    ("backend", "gpu mode: cuda or vulkan; long-run: cpu (default), cuda or vulkan", cxxopts::value<std::string>()->default_value("cuda"))
     ("device", "gpu mode: device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("keys", "gpu attention: context lengths", cxxopts::value<std::vector<int>>()->default_value("4096,8192,16384,32768,65536,131072"))
     ("types", "gpu gemv: weight types", cxxopts::value<std::vector<std::string>>()->default_value("f16,bf16,q8_0,q4_0,q4_k,q6_k"))
@@ -235,6 +239,12 @@ int main(int argc, char** argv) {
     ("out", "random-model: output file", cxxopts::value<std::string>()->default_value("random-8b.gguf"))
     ("shape", "random-model: 8b (Llama-3.1-8B) or 1b (Llama-3.2-1B)", cxxopts::value<std::string>()->default_value("8b"))
     ("layers", "random-model: layers (default: the shape's)", cxxopts::value<int>())
+    ("tokens", "long-run: tokens streamed", cxxopts::value<long long>()->default_value("1048576"))
+    ("every", "long-run: tokens between samples", cxxopts::value<long long>()->default_value("10000"))
+    ("memory", "long-run: cascade or streaming", cxxopts::value<std::string>()->default_value("cascade"))
+    ("cache", "long-run: cache tokens, sinks included", cxxopts::value<int>()->default_value("1024"))
+    ("chunk", "long-run: tokens per prefill call", cxxopts::value<int>()->default_value("512"))
+    ("max-growth", "long-run: fail when the resident set grows more MiB than this after the first sample (0: report only)", cxxopts::value<double>()->default_value("0"))
     ("h,help", "print this help");
   // clang-format on
   opts.parse_positional({"mode", "what"});
@@ -264,7 +274,30 @@ int main(int argc, char** argv) {
   if (mode == "cpu")
     return cpu_bench(args["model"].as<std::string>(), args["thread-counts"].as<std::vector<int>>(),
                      args["prompt"].as<int>(), args.count("steps") ? args["steps"].as<int>() : 256,
-                     args.count("reps") ? args["reps"].as<int>() : 5);
+                     args.count("reps") ? args["reps"].as<int>() : 5,
+                     args.count("kernels") ? args["kernels"].as<std::vector<std::string>>() : std::vector<std::string>{});
+  if (mode == "long-run") {
+    long_run_options o;
+    o.model = args["model"].as<std::string>();
+    o.backend = args["backend"].as<std::string>();
+    if (!args.count("backend")) o.backend = "cpu";
+    o.memory = args["memory"].as<std::string>();
+    o.tokens = args["tokens"].as<long long>();
+    o.every = args["every"].as<long long>();
+    o.cache = args["cache"].as<int>();
+    o.chunk = args["chunk"].as<int>();
+    o.threads = args["threads"].as<int>();
+    o.max_growth_mib = args["max-growth"].as<double>();
+    if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "vulkan") {
+      std::fprintf(stderr, "sa-bench long-run: --backend is cpu, cuda or vulkan, not '%s'\n", o.backend.c_str());
+      return 2;
+    }
+    if (o.memory != "cascade" && o.memory != "streaming") {
+      std::fprintf(stderr, "sa-bench long-run: --memory is cascade or streaming, not '%s'\n", o.memory.c_str());
+      return 2;
+    }
+    return long_run(o);
+  }
   if (mode == "random-model") {
     try {
       const std::string sn = args["shape"].as<std::string>();

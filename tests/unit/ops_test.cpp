@@ -617,7 +617,7 @@ struct cascade_case {
   sa::cascade_reduction reduction;
   bool homogeneous, scores;
   int64_t tokens;  // streamed in total
-  int32_t chunk;   // largest push; pushes are 1 token, with a chunk every 50th
+  int32_t chunk;   // largest push; pushes are 1 token, with a chunk every 4th
 };
 
 void run_cascade_case(harness& h, const cascade_case& cc, uint64_t seed) {
@@ -660,7 +660,7 @@ void run_cascade_case(harness& h, const cascade_case& cc, uint64_t seed) {
   std::vector<float> inc, init, values(static_cast<size_t>(group)), mass;
   int64_t pushes = 0, pieces = 0;
   while (ref.tokens_seen() < cc.tokens) {
-    const int32_t q = ++pushes % 50 == 0 ? 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(cc.chunk)) : 1;
+    const int32_t q = ++pushes % 4 == 0 ? 1 + static_cast<int32_t>(rng() % static_cast<uint64_t>(cc.chunk)) : 1;
     const std::vector<int32_t> order = ref.slots_in_order();
     const int64_t held = static_cast<int64_t>(order.size()), n_keys = held + q;
     mass.assign(static_cast<size_t>(cc.heads * n_keys), 0.0f);
@@ -719,7 +719,7 @@ void run_cascade_case(harness& h, const cascade_case& cc, uint64_t seed) {
     ASSERT_EQ(shape.slots_in_order(), ref.slots_in_order()) << "after push " << pushes;
 
     const bool last = ref.tokens_seen() >= cc.tokens;
-    if (!last && pushes % 97 != 0) continue;  // compare every 97th push and the last
+    if (!last && pushes % 31 != 0) continue;  // compare every 31st push and the last
     std::vector<float> got_score(static_cast<size_t>(cc.streams * n_slots));
     std::vector<int64_t> got_orig(got_score.size());
     h.be->download(*score_t.buf, 0, got_score.data(), got_score.size() * 4);
