@@ -640,7 +640,9 @@ SA_API sa_status sa_session_stats(const sa_session *session, sa_stats *out);
 **   SA_MEMORY_CASCADE    the sinks and the positions the sub-caches kept, which differ between
 **                        layers and, unless cascade_homogeneous, between KV heads.
 ** ^For one layer and one KV head *out_count equals sa_stats.n_kv_tokens. The answer comes from
-** bookkeeping the library keeps on the host, on every backend: no K/V is read from a device.
+** the memory's bookkeeping, never from K/V. A cascade on a GPU keeps that bookkeeping on the
+** device (its decode steps make no host round trip), so the first call after a step copies its
+** scores and original indices back: 12 bytes per slot, KV head and layer.
 ** A session resumed with sa_session_resume() reports the positions the saved session held.
 ** From inside sa_prefill's progress callback it reports the memory after the chunks done so
 ** far, whose positions run past sa_session_tokens()' count until that call succeeds.

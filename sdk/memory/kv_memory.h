@@ -88,7 +88,8 @@ class kv_memory {
   // The tokens whose K/V layer `layer` holds for KV head `kv_head`, by original index (0 = the
   // first token appended since the memory was empty), ascending and unique; replaces `out`.
   // -1 for either is the union over every layer or every KV head; other values are in range
-  // (the caller checks). Host bookkeeping only: never reads K/V from the backend.
+  // (the caller checks). Bookkeeping only: never reads K/V (the cascade copies its scores and
+  // indices back from the backend first when its copy is stale).
   virtual void held_positions(int32_t layer, int32_t kv_head, std::vector<uint64_t>& out) const = 0;
   // K and V bytes of one key in one layer (all KV heads): what reading a key costs.
   virtual uint64_t key_bytes() const = 0;
