@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -86,11 +87,23 @@ bool measure(sa_model* m, int threads, int prompt, int steps, speed& best) {
 }  // namespace
 
 int cpu_bench(const std::string& model_path, const std::vector<int>& thread_counts, int prompt,
-              int steps, int reps) {
+              int steps, int reps, const std::vector<std::string>& kernels) {
   if (prompt < 1 || steps < 1 || reps < 1) {
     std::fprintf(stderr, "sa-bench cpu: --prompt, --steps and --reps must be at least 1\n");
     return 2;
   }
+  const sa::cpu::kernel_set all[] = {sa::cpu::kernel_set::reference, sa::cpu::kernel_set::avx2,
+                                     sa::cpu::kernel_set::avx2_int8, sa::cpu::kernel_set::avx512_vnni};
+  std::vector<sa::cpu::kernel_set> sets;
+  for (sa::cpu::kernel_set set : all)
+    if (kernels.empty() || std::find(kernels.begin(), kernels.end(), sa::cpu::kernel_set_name(set)) != kernels.end())
+      sets.push_back(set);
+  for (const std::string& name : kernels)
+    if (std::none_of(std::begin(all), std::end(all),
+                     [&](sa::cpu::kernel_set s) { return name == sa::cpu::kernel_set_name(s); })) {
+      std::fprintf(stderr, "sa-bench cpu: no kernel set '%s' (reference, avx2, avx2-int8, avx512-vnni)\n", name.c_str());
+      return 2;
+    }
   sa_model* m = nullptr;
   if (sa_model_load(model_path.c_str(), nullptr, &m) != SA_OK) {
     std::fprintf(stderr, "sa-bench: %s\n", sa_last_error());
@@ -104,12 +117,12 @@ int cpu_bench(const std::string& model_path, const std::vector<int>& thread_coun
   const double weight_bytes = static_cast<double>(d.weight_bytes);
   std::printf("CPU, %s (%.1f MiB of weights): %d-token prompt, %d greedy steps, best of %d\n\n",
               model_path.c_str(), weight_bytes / 1048576.0, prompt, steps, reps);
-  std::printf("%-10s %8s %14s %14s %16s %14s %10s\n", "kernels", "threads", "prefill tok/s",
+  std::printf("%-12s %8s %14s %14s %16s %14s %10s\n", "kernels", "threads", "prefill tok/s",
               "decode tok/s", "weights GB/s", "probe GB/s", "of probe");
   const sa::cpu::kernel_set was = sa::cpu::active_kernel_set();
   for (int threads : thread_counts) {
     const double probe = read_bandwidth(threads);
-    for (sa::cpu::kernel_set set : {sa::cpu::kernel_set::reference, sa::cpu::kernel_set::avx2}) {
+    for (sa::cpu::kernel_set set : sets) {
       if (!sa::cpu::use_kernel_set(set)) continue;
       speed best;
       for (int r = 0; r < reps; ++r)
@@ -119,7 +132,7 @@ int cpu_bench(const std::string& model_path, const std::vector<int>& thread_coun
           return 1;
         }
       const double gbs = weight_bytes * best.decode;
-      std::printf("%-10s %8d %14.1f %14.1f %16.2f %14.2f %9.0f%%\n", sa::cpu::kernel_set_name(set), threads,
+      std::printf("%-12s %8d %14.1f %14.1f %16.2f %14.2f %9.0f%%\n", sa::cpu::kernel_set_name(set), threads,
                   best.prefill, best.decode, gbs / 1e9, probe / 1e9, 100.0 * gbs / probe);
       std::fflush(stdout);
     }

@@ -2,9 +2,16 @@
 // every weight type (decode rows, fused, and prefill rows, tiled; unaligned rows, lengths that are
 // not a multiple of 8 or of 4 rows), dot products, attention, and whole greedy decodes of the
 // shipped model. A set this CPU cannot run reports as skipped.
+//
+// The opt-in int8 sets change results: their integer products are checked against the scalar
+// integer oracle bit for bit, against the reference within the input's quantization error, and
+// on greedy decodes of the shipped models by how often they pick the reference's token.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -38,7 +45,12 @@ class cpu_kernels : public ::testing::TestWithParam<kernel_set> {
   }
 };
 
-std::string set_name(const ::testing::TestParamInfo<kernel_set>& p) { return sa::cpu::kernel_set_name(p.param); }
+// The set's name as a test name ("avx2-int8" -> "avx2_int8").
+std::string set_name(const ::testing::TestParamInfo<kernel_set>& p) {
+  std::string s = sa::cpu::kernel_set_name(p.param);
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
 
 INSTANTIATE_TEST_SUITE_P(sets, cpu_kernels, ::testing::Values(kernel_set::avx2), set_name);
 
@@ -175,14 +187,318 @@ TEST_P(cpu_kernels, greedy_decodes_of_the_shipped_models_are_the_references_bits
   }
 }
 
+// ---- The opt-in int8 sets ----------------------------------------------------------------------
+
+class cpu_int8_kernels : public cpu_kernels {};
+
+INSTANTIATE_TEST_SUITE_P(sets, cpu_int8_kernels, ::testing::Values(kernel_set::avx2_int8, kernel_set::avx512_vnni),
+                         set_name);
+
+constexpr dtype k_int8_types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k};
+
+// An input row quantized for `type`, its storage owned.
+struct quantized_input {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int16_t> sums;
+  quantized_input(dtype type, const std::vector<float>& x) {
+    const int64_t n = static_cast<int64_t>(x.size()), block = sa::cpu::q8_block(type);
+    q.resize(x.size());
+    d.resize(static_cast<size_t>(n / block));
+    sums.resize(static_cast<size_t>(n / 16));
+    sa::cpu::quantize_q8_row(x.data(), n, block, q.data(), d.data(), sums.data());
+  }
+  sa::cpu::q8_row row() const { return {q.data(), d.data(), sums.data()}; }
+};
+
+// Inputs with the awkward cases in them: a block of zeros, an outlier, a block of one value.
+std::vector<float> awkward_input(int64_t n, uint64_t seed) {
+  std::vector<float> x = sa_test::random_normal(static_cast<size_t>(n), seed);
+  for (int64_t i = 0; i < std::min<int64_t>(n, 32); ++i) x[static_cast<size_t>(i)] = 0.0f;
+  if (n > 64) x[static_cast<size_t>(n / 2 + 3)] = 40.0f;
+  if (n >= 128)
+    for (int64_t i = 96; i < 128; ++i) x[static_cast<size_t>(i)] = -1.5f;
+  return x;
+}
+
+TEST(cpu_int8_quantizer, levels_scales_and_sums_are_the_stated_ones) {
+  for (int64_t block : {32, 256}) {
+    const int64_t n = 3 * 256;
+    const std::vector<float> x = awkward_input(n, 9);
+    std::vector<int8_t> q(static_cast<size_t>(n));
+    std::vector<float> d(static_cast<size_t>(n / block));
+    std::vector<int16_t> sums(static_cast<size_t>(n / 16));
+    sa::cpu::quantize_q8_row(x.data(), n, block, q.data(), d.data(), sums.data());
+    for (int64_t b = 0; b < n / block; ++b) {
+      float amax = 0;
+      for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(b * block + i)]));
+      ASSERT_EQ(d[static_cast<size_t>(b)], amax / 127.0f);
+      for (int64_t i = 0; i < block; ++i) {
+        const size_t at = static_cast<size_t>(b * block + i);
+        ASSERT_GE(q[at], -127);
+        // within half a step of the input, and the nearest level
+        ASSERT_LE(std::fabs(d[static_cast<size_t>(b)] * q[at] - x[at]), 0.5001f * d[static_cast<size_t>(b)] + 1e-30f);
+        if (amax == 0.0f) {
+          ASSERT_EQ(q[at], 0);
+        }
+      }
+    }
+    if (block == 256)
+      for (int64_t k = 0; k < n / 16; ++k) {
+        int s = 0;
+        for (int64_t i = 0; i < 16; ++i) s += q[static_cast<size_t>(16 * k + i)];
+        ASSERT_EQ(sums[static_cast<size_t>(k)], s);
+      }
+  }
+}
+
+TEST(cpu_int8_quantizer, zeros_stay_zero_in_a_block_of_tiny_values) {
+  std::vector<float> x(32, 0.0f);
+  x[3] = 1e-38f;  // 127 / 1e-38 overflows a float
+  x[7] = -2e-38f;
+  std::vector<int8_t> q(32);
+  float d = 0;
+  sa::cpu::quantize_q8_row(x.data(), 32, 32, q.data(), &d, nullptr);
+  for (int i = 0; i < 32; ++i) {
+    if (i != 3 && i != 7) {
+      EXPECT_EQ(q[static_cast<size_t>(i)], 0) << i;
+    }
+  }
+  EXPECT_LE(q[7], 0);
+}
+
+// The scalar oracle against plain integer arithmetic on the dequantized weights: with the
+// weights' own levels the sums are exact, so the oracle is within float rounding of
+// sum_i w_i * d * q_i.
+TEST(cpu_int8_quantizer, the_oracle_is_the_dot_product_of_the_quantized_input) {
+  for (dtype type : k_int8_types) {
+    const int64_t n = 3 * 256;
+    const size_t row = static_cast<size_t>(sa::row_bytes(type, n));
+    std::vector<uint8_t> w(row);
+    const std::vector<float> wf = sa_test::random_normal(static_cast<size_t>(n), 21, 0.5f);
+    sa::quantize_row(type, wf.data(), w.data(), n);
+    std::vector<float> wd(static_cast<size_t>(n));
+    sa::dequantize_row(type, w.data(), wd.data(), n);
+    const std::vector<float> x = awkward_input(n, 22);
+    const quantized_input xq(type, x);
+    const int64_t block = sa::cpu::q8_block(type);
+    double want = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = static_cast<double>(xq.d[static_cast<size_t>(i / block)]) * xq.q[static_cast<size_t>(i)];
+      want += static_cast<double>(wd[static_cast<size_t>(i)]) * xi;
+      mag += std::fabs(static_cast<double>(wd[static_cast<size_t>(i)]) * xi);
+    }
+    float got = 0;
+    const sa::cpu::q8_row xr = xq.row();
+    sa::cpu::dot_q8_scalar(type, w.data(), row, 1, &xr, 1, n, &got);
+    EXPECT_NEAR(got, want, 1e-5 * mag + 1e-6) << sa::traits(type).name;
+  }
+}
+
+TEST_P(cpu_int8_kernels, integer_products_equal_the_scalar_oracle_bitwise) {
+  const auto dot = [&] {
+    const sa::cpu::kernels* k = nullptr;
+    with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
+    return k->dot_q8;
+  }();
+  ASSERT_NE(dot, nullptr);
+  for (dtype type : k_int8_types) {
+    const int64_t block = sa::cpu::q8_block(type);
+    for (int64_t blocks : {1, 2, 3, 7, 9, 33})
+      for (int64_t rows = 1; rows <= 4; ++rows)
+        for (int64_t nx = 1; nx <= 4; ++nx) {
+          const int64_t n = blocks * block;
+          const size_t row = static_cast<size_t>(sa::row_bytes(type, n));
+          std::vector<uint8_t> w(row * static_cast<size_t>(rows) + 1);  // + 1: rows start unaligned
+          const std::vector<float> wf =
+              sa_test::random_normal(static_cast<size_t>(rows * n), static_cast<uint64_t>(100 + nx), 0.5f);
+          for (int64_t r = 0; r < rows; ++r)
+            sa::quantize_row(type, wf.data() + r * n, w.data() + 1 + static_cast<size_t>(r) * row, n);
+          std::vector<quantized_input> xq;
+          std::vector<sa::cpu::q8_row> xr;
+          for (int64_t i = 0; i < nx; ++i) xq.emplace_back(type, awkward_input(n, static_cast<uint64_t>(200 + 4 * nx + i)));
+          for (const quantized_input& q : xq) xr.push_back(q.row());
+          float want[16], got[16];
+          sa::cpu::dot_q8_scalar(type, w.data() + 1, row, rows, xr.data(), nx, n, want);
+          dot(type, w.data() + 1, row, rows, xr.data(), nx, n, got);
+          for (int64_t i = 0; i < nx; ++i)
+            for (int64_t r = 0; r < rows; ++r)
+              ASSERT_EQ(std::memcmp(&want[i * 4 + r], &got[i * 4 + r], sizeof(float)), 0)
+                  << sa::traits(type).name << " n_in " << n << ", " << rows << " rows x " << nx << " inputs, at (" << i
+                  << ", " << r << "): " << want[i * 4 + r] << " vs " << got[i * 4 + r];
+        }
+  }
+}
+
+// Bytes drawn at random are weight blocks too (any level, any scale short of inf/NaN): the
+// extremes of every field (Q8_0 levels of -128, Q6_K scales of -128) must not overflow a lane.
+TEST_P(cpu_int8_kernels, integer_products_of_random_blocks_equal_the_scalar_oracle_bitwise) {
+  const sa::cpu::kernels* k = nullptr;
+  with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<uint8_t>(state >> 56);
+  };
+  for (dtype type : k_int8_types) {
+    const int64_t n = 5 * sa::cpu::q8_block(type);
+    const size_t row = static_cast<size_t>(sa::row_bytes(type, n));
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<uint8_t> w(4 * row);
+      for (uint8_t& b : w) b = next();
+      // f16 scales with a small exponent, so that no product is inf or NaN
+      const size_t bytes = static_cast<size_t>(sa::traits(type).block_bytes);
+      const size_t scale_at = type == dtype::q6_k ? 208 : 0;
+      const int scales = type == dtype::q4_k ? 2 : 1;
+      for (size_t b = scale_at; b + 2 <= w.size(); b += bytes)
+        for (size_t s = 0; s < static_cast<size_t>(scales); ++s) w[b + 2 * s + 1] = static_cast<uint8_t>(w[b + 2 * s + 1] & 0x93);
+      std::vector<float> x = awkward_input(n, 300 + static_cast<uint64_t>(rep));
+      for (int64_t i = 0; i < n; i += 7) x[static_cast<size_t>(i)] = i % 2 ? 9.0f : -9.0f;  // levels of +-127
+      const quantized_input xq(type, x);
+      const sa::cpu::q8_row xr[4] = {xq.row(), xq.row(), xq.row(), xq.row()};
+      float want[16], got[16];
+      sa::cpu::dot_q8_scalar(type, w.data(), row, 4, xr, 4, n, want);
+      k->dot_q8(type, w.data(), row, 4, xr, 4, n, got);
+      ASSERT_EQ(std::memcmp(want, got, sizeof want), 0) << sa::traits(type).name << " rep " << rep;
+    }
+  }
+}
+
+// Matrix products through matmul_rows: the int8 set's rows are the oracle's on the quantized
+// input rows (decode and prefill shapes, threads splitting the rows), types without integer
+// products keep the reference's bits, and every result is within the input's quantization
+// error of the reference: |got - want| <= 1.01 * sum over blocks of d_b / 2 * sum |w_i| (each
+// input moves by at most half a step) + 1e-4 * sum |w_i x_i| (float rounding of both sides).
+TEST_P(cpu_int8_kernels, matrix_products_are_the_oracles_and_near_the_reference) {
+  sa::cpu::thread_pool pool(2);
+  sa::cpu::scratch_t scratch(2);
+  double worst = 0;  // largest error seen / its bound
+  const dtype types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k};
+  for (dtype type : types) {
+    const int64_t block = sa::cpu::q8_block(type);
+    for (int64_t n_in : {256, 768})
+      for (int64_t n : {1, 2, 4, 5, 9}) {
+        const int64_t n_out = 13;
+        const size_t row = static_cast<size_t>(sa::row_bytes(type, n_in));
+        const size_t at = type == dtype::f32 ? 0 : 1;
+        std::vector<uint8_t> w(row * static_cast<size_t>(n_out) + 1);
+        const std::vector<float> wf = sa_test::random_normal(static_cast<size_t>(n_out * n_in), 3, 0.5f);
+        for (int64_t o = 0; o < n_out; ++o)
+          sa::quantize_row(type, wf.data() + o * n_in, w.data() + at + static_cast<size_t>(o) * row, n_in);
+        std::vector<float> x;
+        for (int64_t i = 0; i < n; ++i) {
+          const std::vector<float> xi = awkward_input(n_in, 40 + static_cast<uint64_t>(i));
+          x.insert(x.end(), xi.begin(), xi.end());
+        }
+        std::vector<float> want(static_cast<size_t>(n * n_out)), got(want.size());
+        with_set(kernel_set::reference, [&] {
+          sa::cpu::matmul_rows(pool, scratch, type, w.data() + at, row, n_out, n_in, x.data(), n, want.data(), false);
+        });
+        with_set(GetParam(), [&] {
+          sa::cpu::matmul_rows(pool, scratch, type, w.data() + at, row, n_out, n_in, x.data(), n, got.data(), false);
+        });
+        if (block == 0) {
+          EXPECT_TRUE(same_bits(want, got)) << sa::traits(type).name << " n_in " << n_in << " rows " << n;
+          continue;
+        }
+        std::vector<float> wd(static_cast<size_t>(n_in));
+        for (int64_t i = 0; i < n; ++i) {
+          const std::vector<float> xi(x.begin() + i * n_in, x.begin() + (i + 1) * n_in);
+          const quantized_input xq(type, xi);
+          for (int64_t o = 0; o < n_out; ++o) {
+            const uint8_t* wr = w.data() + at + static_cast<size_t>(o) * row;
+            float oracle = 0;
+            const sa::cpu::q8_row xr = xq.row();
+            sa::cpu::dot_q8_scalar(type, wr, row, 1, &xr, 1, n_in, &oracle);
+            const float g = got[static_cast<size_t>(i * n_out + o)];
+            ASSERT_EQ(std::memcmp(&oracle, &g, sizeof g), 0)
+                << sa::traits(type).name << " n_in " << n_in << " rows " << n << " at " << i << ", " << o;
+            sa::dequantize_row(type, wr, wd.data(), n_in);
+            double bound = 0, mag = 0;
+            for (int64_t b = 0; b < n_in / block; ++b) {
+              double wsum = 0;
+              for (int64_t e = b * block; e < (b + 1) * block; ++e) {
+                wsum += std::fabs(wd[static_cast<size_t>(e)]);
+                mag += std::fabs(static_cast<double>(wd[static_cast<size_t>(e)]) * xi[static_cast<size_t>(e)]);
+              }
+              bound += 0.5 * xq.d[static_cast<size_t>(b)] * wsum;
+            }
+            bound = 1.01 * bound + 1e-4 * mag;
+            const double err = std::fabs(static_cast<double>(g) - want[static_cast<size_t>(i * n_out + o)]);
+            worst = std::max(worst, err / bound);
+            ASSERT_LE(err, bound) << sa::traits(type).name << " n_in " << n_in << " rows " << n << " at " << i
+                                  << ", " << o;
+          }
+        }
+      }
+  }
+  std::printf("[ info     ] %s: largest error / bound %.3f\n", sa::cpu::kernel_set_name(GetParam()), worst);
+}
+
+// Greedy decoding of the shipped models: the int8 set's token against the reference's at each of
+// 16 steps, with the reference's tokens fed to both (so one early disagreement does not decide the
+// rest). Models without integer-product weights (F16) must give the reference's bits.
+TEST_P(cpu_int8_kernels, greedy_decodes_of_the_shipped_models_mostly_agree_with_the_reference) {
+  for (const char* file : {"sa-default-q8_0.gguf", "sa-default-f16.gguf"}) {
+    const auto m = sa::model::load(sa_test::models_dir() + "/" + file, true);
+    // tokens: the argmax at each step; when `forced` is set, its tokens are fed instead
+    auto decode = [&](const std::vector<int32_t>* forced, std::vector<int32_t>& tokens, std::vector<float>& logits) {
+      sa::session_config c;
+      c.n_threads = 2;
+      sa::session s(m, c);
+      s.prefill(sa_test::token_stream(48, 11), nullptr);
+      for (size_t i = 0; i < 16; ++i) {
+        const std::vector<float>& l = s.logits();
+        logits.insert(logits.end(), l.begin(), l.end());
+        const int32_t t = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+        tokens.push_back(t);
+        s.decode(forced != nullptr ? (*forced)[i] : t);
+      }
+    };
+    std::vector<int32_t> want_t, got_t, free_t;
+    std::vector<float> want_l, got_l, free_l;
+    with_set(kernel_set::reference, [&] { decode(nullptr, want_t, want_l); });
+    with_set(GetParam(), [&] {
+      decode(&want_t, got_t, got_l);
+      decode(nullptr, free_t, free_l);
+    });
+    int agree = 0, same_prefix = 0;
+    for (size_t i = 0; i < want_t.size(); ++i) agree += want_t[i] == got_t[i];
+    while (same_prefix < 16 && want_t[static_cast<size_t>(same_prefix)] == free_t[static_cast<size_t>(same_prefix)])
+      ++same_prefix;
+    std::printf("[ info     ] %s, %s: %d of 16 steps pick the reference's token; free-running, the first %d agree\n",
+                sa::cpu::kernel_set_name(GetParam()), file, agree, same_prefix);
+    if (std::string(file).find("f16") != std::string::npos) {
+      EXPECT_EQ(want_t, free_t) << file;
+      EXPECT_TRUE(same_bits(want_l, free_l)) << file;
+    } else {
+      EXPECT_GE(agree, 12) << file;
+      EXPECT_FALSE(same_bits(want_l, got_l)) << file << ": the integer products did not run";
+      float worst = 0, top = 0;
+      for (size_t i = 0; i < want_l.size(); ++i) {
+        worst = std::max(worst, std::fabs(want_l[i] - got_l[i]));
+        top = std::max(top, std::fabs(want_l[i]));
+      }
+      std::printf("[ info     ] largest logit difference %.4f (largest logit %.2f)\n", worst, top);
+    }
+  }
+}
+
 TEST(cpu_kernel_sets, the_reference_is_always_there_and_names_are_stable) {
   EXPECT_TRUE(sa::cpu::kernel_set_supported(kernel_set::reference));
   EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::reference), "reference");
   EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::avx2), "avx2");
+  EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::avx2_int8), "avx2-int8");
+  EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::avx512_vnni), "avx512-vnni");
   const kernel_set was = sa::cpu::active_kernel_set();
   EXPECT_TRUE(sa::cpu::use_kernel_set(kernel_set::reference));
   EXPECT_EQ(sa::cpu::active_kernel_set(), kernel_set::reference);
   EXPECT_TRUE(sa::cpu::use_kernel_set(was));
+  // The int8 sets change results, so they are never the one chosen without a name.
+  if (std::getenv("SA_CPU_KERNELS") == nullptr) {
+    EXPECT_NE(was, kernel_set::avx2_int8);
+    EXPECT_NE(was, kernel_set::avx512_vnni);
+  }
 }
 
 }  // namespace

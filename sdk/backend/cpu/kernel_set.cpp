@@ -12,21 +12,27 @@ namespace {
 
 bool dot_rows_types_none(dtype) { return false; }
 
-const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, dot_block, add_scaled};
+const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, dot_block, add_scaled, nullptr};
+
+constexpr kernel_set k_all[] = {kernel_set::reference, kernel_set::avx2, kernel_set::avx2_int8,
+                                kernel_set::avx512_vnni};
 
 const kernels* kernels_of(kernel_set s) {
   switch (s) {
     case kernel_set::reference: return &k_reference;
     case kernel_set::avx2: return avx2_kernels();
+    case kernel_set::avx2_int8: return avx2_int8_kernels();
+    case kernel_set::avx512_vnni: return avx512_vnni_kernels();
   }
   return nullptr;
 }
 
 kernel_set chosen_at_start() {
   if (const char* env = std::getenv("SA_CPU_KERNELS")) {
-    for (kernel_set s : {kernel_set::reference, kernel_set::avx2})
+    for (kernel_set s : k_all)
       if (std::strcmp(env, kernel_set_name(s)) == 0 && kernels_of(s) != nullptr) return s;
   }
+  // The int8 sets change results: only a name picks them.
   return kernels_of(kernel_set::avx2) != nullptr ? kernel_set::avx2 : kernel_set::reference;
 }
 
@@ -41,6 +47,8 @@ const char* kernel_set_name(kernel_set s) {
   switch (s) {
     case kernel_set::reference: return "reference";
     case kernel_set::avx2: return "avx2";
+    case kernel_set::avx2_int8: return "avx2-int8";
+    case kernel_set::avx512_vnni: return "avx512-vnni";
   }
   return "unknown";
 }

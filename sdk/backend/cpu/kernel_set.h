@@ -6,6 +6,14 @@
 // fused multiply-add), its weights are expanded with the reference's arithmetic, and the lanes
 // are summed in the reference's order; so which set runs changes a result's speed, never the
 // result. (tests/unit/cpu_kernels_test.cpp checks each compiled set against the reference.)
+//
+// The exception is opt-in: the int8 sets (avx2-int8, avx512-vnni) are never chosen on their own.
+// They are avx2 plus integer products for Q8_0, Q4_0, Q4_K and Q6_K weights: each input row of a
+// product is quantized once to 8-bit levels (quantize_q8_row), and the weights' own integer
+// levels are multiplied into it with integer dot products, scaled to float once per block. That
+// changes results (the input's quantization error, about 1/254 of a block's largest magnitude
+// per element), so a set of this kind is checked bitwise against the scalar integer oracle
+// (dot_q8_scalar), and against the reference within that error.
 #pragma once
 
 #include <cstddef>
@@ -16,23 +24,64 @@
 namespace sa::cpu {
 
 enum class kernel_set : int32_t {
-  reference = 0,  // plain loops, the baseline instruction set
-  avx2 = 1,       // x86-64 with AVX2 and F16C
+  reference = 0,    // plain loops, the baseline instruction set
+  avx2 = 1,         // x86-64 with AVX2 and F16C
+  avx2_int8 = 2,    // opt-in: avx2 with integer products on 8-bit inputs (AVX2 multiply-adds)
+  avx512_vnni = 3,  // opt-in: the same integer products with AVX-512 VNNI dot products
 };
 
-// "reference", "avx2".
+// "reference", "avx2", "avx2-int8", "avx512-vnni".
 const char* kernel_set_name(kernel_set s);
 
 // Whether this build has the set and this CPU runs it.
 bool kernel_set_supported(kernel_set s);
 
-// The set sessions use: the best supported one, or the one SA_CPU_KERNELS names
-// ("reference", "avx2") when it is supported (an unknown or unsupported name is ignored).
+// The set sessions use: the best supported one of those that keep the reference's bits
+// (reference, avx2), or the one SA_CPU_KERNELS names ("reference", "avx2", "avx2-int8",
+// "avx512-vnni") when it is supported (an unknown or unsupported name is ignored). The int8 sets
+// run only when named.
 kernel_set active_kernel_set();
 
 // Switch every CPU session to set s (tests compare sets). Returns false, changing nothing, when
 // s is not supported.
 bool use_kernel_set(kernel_set s);
+
+// An input row quantized to 8 bits for the integer products, in blocks of 32 elements (for Q8_0
+// and Q4_0 weights) or 256 (Q4_K and Q6_K): block b's levels q[B b .. B b + B) are in
+// -127..127 and its scale is d[b] = (largest |x| of the block) / 127, so x[i] is about
+// d[b] * q[i]. For 256-blocks, sums[16 b + k] is the sum of levels 16 k .. 16 k + 15 of block b
+// (what a k-quant's offsets multiply); 32-blocks have none.
+struct q8_row {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const int16_t* sums = nullptr;
+};
+
+// The input block for a weight type's integer product: 32 (Q8_0, Q4_0), 256 (Q4_K, Q6_K), or 0
+// when the type has none.
+int64_t q8_block(dtype weight_type);
+
+// Quantizes x[n] (n a multiple of block) to q[n], d[n / block] and, for block 256,
+// sums[n / 16]: level = x * (127 / largest |x|) rounded to nearest, ties to even (a block of
+// zeros: scale 0, levels 0).
+void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums);
+
+// The integer products' oracle, plain loops: out[i * 4 + r] = row r of w [rows][row_size bytes]
+// . x[i] for r < rows <= 4 and i < nx <= 4; w of a type with q8_block(type) > 0, each x[i] an
+// input row of n_in quantized for it. Per type:
+//   Q8_0, Q4_0: block b's weight levels l (Q8_0: the int8 q; Q4_0: nibble - 8) give 8 exact
+//     int32 sums s_j = sum over i < 4 of l[4j + i] * q[32b + 4j + i]; then
+//     acc[8 (b mod 2) + j] += (d_w(b) * d[b]) * float(s_j), and the result is
+//     t_j = acc[j] + acc[8 + j] summed as ((t0 + t4) + (t1 + t5)) + ((t2 + t6) + (t3 + t7)).
+//   Q4_K: per block, the exact int32 sums S = sum_j sc[j] * (levels of sub-block j . q) and
+//     M = sum_j m[j] * (sums of sub-block j's 32 levels); acc += (d * d[b]) * float(S) -
+//     (dmin * d[b]) * float(M), blocks in order.
+//   Q6_K: per block, with the 6-bit level u (0..63) and the int8 scale s[k] of elements
+//     16k .. 16k + 15: S = sum_k s[k] * (u . q over those 16) - 32 * sum_k s[k] * sums[16b + k];
+//     acc += (d * d[b]) * float(S), blocks in order.
+// Every SIMD integer kernel computes exactly this, bit for bit.
+void dot_q8_scalar(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                   int64_t nx, int64_t n_in, float* out);
 
 // The kernels of a set.
 struct kernels {
@@ -50,6 +99,11 @@ struct kernels {
   void (*dot_block)(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
   // y[d] += a * x[d] for d < n (each element a multiply then an add, as the reference loop).
   void (*add_scaled)(float* y, const float* x, float a, int64_t n);
+  // The integer products (dot_q8_scalar's arguments and arithmetic) of the int8 sets: a block
+  // of up to 4 weight rows x 4 input rows, each weight block expanded once for all inputs; null
+  // in the other sets, whose products keep the reference's bits.
+  void (*dot_q8)(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                 int64_t nx, int64_t n_in, float* out);
 };
 
 const kernels& active_kernels();
@@ -57,5 +111,7 @@ const kernels& active_kernels();
 // The reference set's kernels are the ones in matmul.cpp; these are the SIMD ones (null where
 // the build has no such set).
 const kernels* avx2_kernels();
+const kernels* avx2_int8_kernels();
+const kernels* avx512_vnni_kernels();
 
 }  // namespace sa::cpu

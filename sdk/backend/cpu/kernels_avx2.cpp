@@ -273,7 +273,7 @@ SA_AVX2 void add_scaled_avx2(float* y, const float* x, float a, int64_t n) {
   for (; d < n; ++d) y[d] += a * x[d];
 }
 
-const kernels k_avx2 = {dot_f32_avx2, dot_rows_avx2, dot_rows_types_avx2, dot_block_avx2, add_scaled_avx2};
+const kernels k_avx2 = {dot_f32_avx2, dot_rows_avx2, dot_rows_types_avx2, dot_block_avx2, add_scaled_avx2, nullptr};
 
 // F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" in __builtin_cpu_supports.
 // (AVX2 being usable implies the OS saves the AVX state F16C needs.)

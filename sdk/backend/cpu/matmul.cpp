@@ -9,6 +9,12 @@
 // A SIMD kernel set (kernel_set.h) replaces the dot product — for many input rows (prefill) a
 // register block of 4 weight rows x 2 input rows, for a few (decode, RetroAttention's window)
 // with the expansion of the weights fused into it; either way with the reference's bits.
+//
+// An int8 set (opt-in, kernel_set.h) takes Q8_0, Q4_0, Q4_K and Q6_K products, for any number of
+// input rows, to its integer kernels instead: the input rows are quantized once per call
+// (quantize_q8_row, rows split among the threads), then each thread runs its weight rows 4 at a
+// time against the quantized input rows 4 at a time (each weight block expanded once for the 4),
+// so a 4-row tile stays in cache while the inputs stream.
 #include <algorithm>
 #include <cstring>
 
@@ -28,6 +34,49 @@ void store_tile(float* y, const float* out, int64_t rows, bool accumulate) {
     for (int64_t r = 0; r < rows; ++r) y[r] += out[r];
   else
     std::memcpy(y, out, static_cast<size_t>(rows) * sizeof(float));
+}
+
+// The quantized input rows of an integer product: q [n][n_in], d [n][n_in / block],
+// sums [n][n_in / 16] (256-blocks). One per calling thread, grown as needed.
+struct q8_rows {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int16_t> sums;
+};
+
+void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w,
+               size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n, float* y,
+               bool accumulate) {
+  thread_local q8_rows mine;
+  q8_rows& buf = mine;  // the caller's, also inside the pool's threads
+  const int64_t block = q8_block(type);
+  const int64_t n_blocks = n_in / block, n_sums = block == 256 ? n_in / 16 : 0;
+  buf.q.resize(static_cast<size_t>(n * n_in));
+  buf.d.resize(static_cast<size_t>(n * n_blocks));
+  buf.sums.resize(static_cast<size_t>(std::max<int64_t>(n * n_sums, 1)));
+  auto quantize = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      quantize_q8_row(x + i * n_in, n_in, block, buf.q.data() + i * n_in, buf.d.data() + i * n_blocks,
+                      buf.sums.data() + i * n_sums);
+  };
+  if (n >= 8)
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) { quantize(b, e); });
+  else
+    quantize(0, n);
+  pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) {
+    float out[4 * TILE];  // [input row of the group][tile row]
+    q8_row xs[4];
+    for (int64_t o = begin; o < end; o += TILE) {
+      const int64_t rows = std::min(TILE, end - o);
+      for (int64_t i = 0; i < n; i += 4) {
+        const int64_t nx = std::min<int64_t>(4, n - i);
+        for (int64_t j = 0; j < nx; ++j)
+          xs[j] = {buf.q.data() + (i + j) * n_in, buf.d.data() + (i + j) * n_blocks, buf.sums.data() + (i + j) * n_sums};
+        k.dot_q8(type, w + static_cast<size_t>(o) * w_row_size, w_row_size, rows, xs, nx, n_in, out);
+        for (int64_t j = 0; j < nx; ++j) store_tile(y + (i + j) * n_out + o, out + j * TILE, rows, accumulate);
+      }
+    }
+  });
 }
 }  // namespace
 
@@ -53,6 +102,8 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
                  size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
                  float* y, bool accumulate) {
   const kernels& k = active_kernels();
+  if (k.dot_q8 != nullptr && q8_block(type) > 0)
+    return matmul_q8(pool, k, type, w, w_row_size, n_out, n_in, x, n, y, accumulate);
   if (n <= FUSED_MAX_ROWS && k.dot_rows != nullptr && k.dot_rows_types(type)) {
     pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) {
       float out[TILE];

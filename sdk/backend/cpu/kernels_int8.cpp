@@ -1,0 +1,580 @@
+// Integer products on 8-bit inputs, the opt-in int8 kernel sets (see kernel_set.h): the input
+// quantizer, the scalar oracle, and its AVX2 and AVX-512 VNNI versions.
+//
+// A weight row of Q8_0, Q4_0, Q4_K or Q6_K keeps its integer levels; the input row is quantized
+// once per product to levels in -127..127 with one f32 scale per block (32 elements for Q8_0 and
+// Q4_0, 256 for the k-quants). A block's product is then an exact int32 sum of level products,
+// scaled to float once (Q8_0, Q4_0: per 4-element lane, 8 lanes a block; Q4_K, Q6_K: per block),
+// so the SIMD kernels give the oracle's bits whatever their lane width: the integer sums are
+// exact in any order, and the float steps are the oracle's, in its order.
+//
+// Weight levels against input levels, per instruction:
+//   AVX2:        maddubs (u8 x s8 -> pairs summed to i16), madd (i16 pairs -> i32), 32 bytes.
+//                Signed weights (Q8_0, Q4_0 - 8) go in as |w| with the input's sign flipped
+//                where w < 0; no pair sum saturates (2 * 128 * 127 < 2^15).
+//   AVX-512 VNNI: dpbusd (u8 x s8, 4 products -> i32) for the 32-blocks, 64 bytes = 2 blocks;
+//                maddubs then dpwssd (i16 pairs times the k-quants' scales -> i32) for the rest.
+//
+// The functions carry target attributes rather than the file flags, as in kernels_avx2.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/kernel_set.h"
+#include "quant/quant_impl.h"
+
+namespace sa::cpu {
+
+int64_t q8_block(dtype weight_type) {
+  switch (weight_type) {
+    case dtype::q8_0:
+    case dtype::q4_0: return 32;
+    case dtype::q4_k:
+    case dtype::q6_k: return 256;
+    default: return 0;
+  }
+}
+
+void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) {
+  for (int64_t b = 0; b < n / block; ++b) {
+    const float* xb = x + b * block;
+    int8_t* qb = q + b * block;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    d[b] = amax / 127.0f;
+    // (capped: for a block below 127 / FLT_MAX the quotient would be inf, and 0 * inf NaN)
+    const float id = amax > 0.0f ? std::min(127.0f / amax, std::numeric_limits<float>::max()) : 0.0f;
+    // v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to an integer, ties to even, in two adds
+    // the compiler vectorizes (v is at most 127 here; NaN stays NaN and to_level maps it).
+    constexpr float magic = 12582912.0f;
+    for (int64_t i = 0; i < block; ++i) {
+      const float v = (xb[i] * id + magic) - magic;
+      qb[i] = static_cast<int8_t>(quant_detail::to_level(v, -127.0f, 127.0f));
+    }
+    if (block == 256)
+      for (int k = 0; k < 16; ++k) {
+        int s = 0;
+        for (int i = 0; i < 16; ++i) s += qb[16 * k + i];
+        sums[16 * b + k] = static_cast<int16_t>(s);
+      }
+  }
+}
+
+namespace {
+
+// ---- The oracle ------------------------------------------------------------------------------
+
+// A 32-element block's signed weight levels.
+void levels_q8_0(const uint8_t* blk, int* l) {
+  for (int i = 0; i < 32; ++i) l[i] = static_cast<int8_t>(blk[2 + i]);
+}
+void levels_q4_0(const uint8_t* blk, int* l) {
+  for (int i = 0; i < 16; ++i) {
+    l[i] = (blk[2 + i] & 0xF) - 8;
+    l[i + 16] = (blk[2 + i] >> 4) - 8;
+  }
+}
+
+float reduce8(const float* t) { return ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7])); }
+
+template <int BYTES, void (*LEVELS)(const uint8_t*, int*)>
+float dot_q32_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const float* table) {
+  float acc[16] = {};
+  int l[32];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * BYTES;
+    LEVELS(blk, l);
+    const float s = table[quant_detail::load_u16(blk)] * x.d[b];
+    const int8_t* q = x.q + 32 * b;
+    for (int j = 0; j < 8; ++j) {
+      int32_t sum = 0;
+      for (int i = 0; i < 4; ++i) sum += l[4 * j + i] * q[4 * j + i];
+      acc[8 * (b & 1) + j] += s * static_cast<float>(sum);
+    }
+  }
+  float t[8];
+  for (int j = 0; j < 8; ++j) t[j] = acc[j] + acc[8 + j];
+  return reduce8(t);
+}
+
+float dot_q4_k_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const float* table) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * 144;
+    const float d = table[quant_detail::load_u16(blk)];
+    const float dmin = table[quant_detail::load_u16(blk + 2)];
+    uint8_t sc[8], m[8];
+    quant_detail::unpack_q4_k_scales(blk + 4, sc, m);
+    const int8_t* q = x.q + 256 * b;
+    const int16_t* sums = x.sums + 16 * b;
+    int32_t s_all = 0, m_all = 0;
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* qs = blk + 16 + 32 * (j / 2);
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) sum += ((j & 1) ? qs[i] >> 4 : qs[i] & 0xF) * q[32 * j + i];
+      s_all += sc[j] * sum;
+      m_all += m[j] * (sums[2 * j] + sums[2 * j + 1]);
+    }
+    acc += (d * x.d[b]) * static_cast<float>(s_all) - (dmin * x.d[b]) * static_cast<float>(m_all);
+  }
+  return acc;
+}
+
+float dot_q6_k_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const float* table) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * 210;
+    const float d = table[quant_detail::load_u16(blk + 208)];
+    const int8_t* scales = reinterpret_cast<const int8_t*>(blk + 192);
+    const int8_t* q = x.q + 256 * b;
+    int32_t s_all = 0, o_all = 0;
+    for (int e = 0; e < 256; e += 16) {
+      int32_t sum = 0;
+      for (int i = e; i < e + 16; ++i) {
+        const int h = i / 128, quarter = (i % 128) / 32, l = i % 32;
+        const uint8_t ql = blk[64 * h + l + 32 * (quarter & 1)];
+        const int u = (quarter < 2 ? ql & 0xF : ql >> 4) | (((blk[128 + 32 * h + l] >> (2 * quarter)) & 3) << 4);
+        sum += u * q[i];
+      }
+      s_all += scales[e / 16] * sum;
+      o_all += scales[e / 16] * x.sums[16 * b + e / 16];
+    }
+    acc += (d * x.d[b]) * static_cast<float>(s_all - 32 * o_all);
+  }
+  return acc;
+}
+
+}  // namespace
+
+void dot_q8_scalar(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                   int64_t nx, int64_t n_in, float* out) {
+  const float* table = quant_detail::fp16_table();
+  for (int64_t i = 0; i < nx; ++i)
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = w + static_cast<size_t>(r) * row_size;
+      float& o = out[i * 4 + r];
+      switch (type) {
+        case dtype::q8_0: o = dot_q32_scalar<34, levels_q8_0>(row, x[i], n_in / 32, table); break;
+        case dtype::q4_0: o = dot_q32_scalar<18, levels_q4_0>(row, x[i], n_in / 32, table); break;
+        case dtype::q4_k: o = dot_q4_k_scalar(row, x[i], n_in / 256, table); break;
+        case dtype::q6_k: o = dot_q6_k_scalar(row, x[i], n_in / 256, table); break;
+        default: o = 0.0f; break;  // q8_block(type) is 0: callers never ask
+      }
+    }
+}
+
+}  // namespace sa::cpu
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC's AVX-512 intrinsics start their results from a self-initialised "undefined" register,
+// which its uninitialised-use analysis reports once inlined; the values are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#define SA_AVX2 __attribute__((target("avx2,f16c")))
+#define SA_VNNI __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+
+namespace sa::cpu {
+
+namespace {
+
+// Each kernel below computes one weight row against NX (1..4) input rows, so that a block's
+// weights are loaded and expanded once for all of them; out[i] is input row i's product.
+
+// ---- AVX2 ------------------------------------------------------------------------------------
+
+SA_AVX2 inline float reduce8_avx2(__m256 v) {
+  float t[8];
+  _mm256_storeu_ps(t, v);
+  return reduce8(t);
+}
+
+SA_AVX2 inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+SA_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 8 int32: lane j = sum over i < 4 of w[4j + i] * x[4j + i] for signed bytes w (wa = |w|) and
+// x, |x| <= 127.
+SA_AVX2 inline __m256i lanes_i8(__m256i w, __m256i wa, __m256i x) {
+  const __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// A 32-element block's signed weight levels, element i in byte i.
+struct q8_0_levels {
+  static constexpr int bytes = 34;
+  SA_AVX2 static __m256i get(const uint8_t* blk) { return load32(blk + 2); }
+};
+struct q4_0_levels {  // 16 bytes of nibbles: low -> element i, high -> i + 16; level - 8
+  static constexpr int bytes = 18;
+  SA_AVX2 static __m256i get(const uint8_t* blk) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0xF));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+  }
+};
+
+// Block b into acc[i] (NX accumulators: the even blocks' or the odd blocks' half of the oracle's
+// acc).
+template <class L, int NX>
+SA_AVX2 inline void q32_step_avx2(const uint8_t* blk, const q8_row* x, int64_t b, const float* table, __m256* acc) {
+  const __m256i w = L::get(blk), wa = _mm256_abs_epi8(w);
+  const float dw = table[quant_detail::load_u16(blk)];
+  for (int i = 0; i < NX; ++i) {
+    const __m256i s = lanes_i8(w, wa, load32(x[i].q + 32 * b));
+    acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(_mm256_set1_ps(dw * x[i].d[b]), _mm256_cvtepi32_ps(s)));
+  }
+}
+
+template <class L, int NX>
+SA_AVX2 void dot_q32_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+  __m256 even[NX], odd[NX];
+  for (int i = 0; i < NX; ++i) even[i] = odd[i] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    q32_step_avx2<L, NX>(row + b * L::bytes, x, b, table, even);
+    q32_step_avx2<L, NX>(row + (b + 1) * L::bytes, x, b + 1, table, odd);
+  }
+  if (b < nb) q32_step_avx2<L, NX>(row + b * L::bytes, x, b, table, even);
+  for (int i = 0; i < NX; ++i) out[i] = reduce8_avx2(_mm256_add_ps(even[i], odd[i]));
+}
+
+// The k-quants' float step, the oracle's: a block's exact integer sums into acc.
+inline void q4_k_finish(float& acc, float d, float dmin, float dx, int32_t s_all, int32_t m_all) {
+  acc += (d * dx) * static_cast<float>(s_all) - (dmin * dx) * static_cast<float>(m_all);
+}
+
+// Q4_K's 12 bytes of packed 6-bit scales and mins -> 16 bytes: sc[0..8) then m[0..8) (the
+// layout unpack_q4_k_scales reads, four bytes at a time).
+inline __m128i q4_k_scales_mins(const uint8_t* s) {
+  uint32_t u[4];
+  std::memcpy(u, s, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  // m[4..8)
+  const uint32_t m03 = u[1] & low6;                            // m[0..4)
+  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);          // sc[4..8)
+  u[2] = m03;
+  u[0] &= low6;  // sc[0..4)
+  __m128i v;
+  std::memcpy(&v, u, 16);
+  return v;
+}
+
+SA_AVX2 inline int32_t hsum_i32x4(__m128i s) {
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// sum_j m[j] * (sums[2j] + sums[2j + 1]): m8 the 8 mins as i16, sums a block's 16 input sums.
+SA_AVX2 inline int32_t q4_k_offsets(__m128i m8, const int16_t* sums) {
+  const __m256i v = load32(sums);
+  return hsum_i32x4(_mm_madd_epi16(_mm_hadd_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)), m8));
+}
+
+// 16 i16 lanes of sc[k] from sc16 (the 8 scales as i16 in each 128-bit half).
+SA_AVX2 inline __m256i q4_k_scale(__m256i sc16, int k) {
+  return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(((2 * k + 1) << 8) | (2 * k))));
+}
+
+// 8 i32: sums of scale[k] * sums[k] over pairs of k (Q6_K's offsets before the factor 32).
+SA_AVX2 inline __m256i q6_k_offsets(__m256i scales16, const int16_t* sums) {
+  return _mm256_madd_epi16(load32(sums), scales16);
+}
+
+// Q4_K: chunk c of qs (32 bytes) holds sub-blocks 2c (low nibbles) and 2c + 1 (high), inputs
+// 64c .. 64c + 63 of the block in that order.
+template <int NX>
+SA_AVX2 void dot_q4_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+  const __m256i low4 = _mm256_set1_epi8(0xF);
+  float acc[NX] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * 144;
+    const float d = table[quant_detail::load_u16(blk)];
+    const float dmin = table[quant_detail::load_u16(blk + 2)];
+    const __m128i sm = q4_k_scales_mins(blk + 4);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+    __m256i s[NX];
+    for (int i = 0; i < NX; ++i) s[i] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = load32(blk + 16 + 32 * c);
+      const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      const __m256i slo = q4_k_scale(sc16, 2 * c), shi = q4_k_scale(sc16, 2 * c + 1);
+      for (int i = 0; i < NX; ++i) {
+        const int8_t* q = x[i].q + 256 * b + 64 * c;
+        s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(q)), slo));
+        s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(q + 32)), shi));
+      }
+    }
+    for (int i = 0; i < NX; ++i)
+      q4_k_finish(acc[i], d, dmin, x[i].d[b], hsum_i32(s[i]), q4_k_offsets(m8, x[i].sums + 16 * b));
+  }
+  for (int i = 0; i < NX; ++i) out[i] = acc[i];
+}
+
+// Q6_K's 6-bit levels of half h (128 elements), quarter by quarter: u[k] = elements 32k ..
+// 32k + 31 of the half, from ql (64 bytes: low nibbles quarters 0, 1; high nibbles 2, 3) and qh
+// (32 bytes: bits 2k, 2k + 1 -> quarter k's bits 4, 5).
+struct q6_half {
+  __m256i u[4];
+  SA_AVX2 void load(const uint8_t* blk, int h) {
+    const __m256i low4 = _mm256_set1_epi8(0xF), bits45 = _mm256_set1_epi8(0x30);
+    const __m256i ql0 = load32(blk + 64 * h), ql1 = load32(blk + 64 * h + 32), qh = load32(blk + 128 + 32 * h);
+    u[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45));
+    u[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45));
+  }
+};
+
+// The Q6_K scales of elements 32k .. 32k + 31 of a block as 16 i16 (the first 8 pairs'
+// scale, then the next 8's): bytes 2k, 2k + 1 of the 16 scales, each 8 times.
+SA_AVX2 inline __m256i q6_scales16(__m128i scales, int k) {
+  const __m128i idx = _mm_add_epi8(_mm_set1_epi8(static_cast<char>(2 * k)), _mm_set_epi64x(0x0101010101010101LL, 0));
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, idx));
+}
+
+template <int NX>
+SA_AVX2 void dot_q6_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+  float acc[NX] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * 210;
+    const float d = table[quant_detail::load_u16(blk + 208)];
+    const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+    const __m256i scales16 = _mm256_cvtepi8_epi16(scales);
+    __m256i s[NX];
+    for (int i = 0; i < NX; ++i) s[i] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      q6_half u;
+      u.load(blk, h);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i s16 = q6_scales16(scales, 4 * h + k);
+        for (int i = 0; i < NX; ++i) {
+          const __m256i p = _mm256_maddubs_epi16(u.u[k], load32(x[i].q + 256 * b + 128 * h + 32 * k));
+          s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(p, s16));
+        }
+      }
+    }
+    for (int i = 0; i < NX; ++i) {
+      const __m256i o = _mm256_slli_epi32(q6_k_offsets(scales16, x[i].sums + 16 * b), 5);
+      acc[i] += (d * x[i].d[b]) * static_cast<float>(hsum_i32(_mm256_sub_epi32(s[i], o)));
+    }
+  }
+  for (int i = 0; i < NX; ++i) out[i] = acc[i];
+}
+
+template <int NX>
+SA_AVX2 void rows_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                       int64_t n_in, float* out) {
+  const float* table = quant_detail::fp16_table();
+  float o[NX];
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_size;
+    switch (type) {
+      case dtype::q8_0: dot_q32_avx2<q8_0_levels, NX>(row, x, n_in / 32, table, o); break;
+      case dtype::q4_0: dot_q32_avx2<q4_0_levels, NX>(row, x, n_in / 32, table, o); break;
+      case dtype::q4_k: dot_q4_k_avx2<NX>(row, x, n_in / 256, table, o); break;
+      case dtype::q6_k: dot_q6_k_avx2<NX>(row, x, n_in / 256, table, o); break;
+      default:
+        for (float& v : o) v = 0.0f;
+        break;
+    }
+    for (int i = 0; i < NX; ++i) out[i * 4 + r] = o[i];
+  }
+}
+
+SA_AVX2 void dot_q8_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                         int64_t nx, int64_t n_in, float* out) {
+  switch (nx) {
+    case 1: return rows_avx2<1>(type, w, row_size, rows, x, n_in, out);
+    case 2: return rows_avx2<2>(type, w, row_size, rows, x, n_in, out);
+    case 3: return rows_avx2<3>(type, w, row_size, rows, x, n_in, out);
+    default: return rows_avx2<4>(type, w, row_size, rows, x, n_in, out);
+  }
+}
+
+// ---- AVX-512 VNNI ----------------------------------------------------------------------------
+
+SA_VNNI inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+
+// Two blocks per step: lanes 0..7 the even block (the oracle's acc[0..8)), 8..15 the odd one;
+// an odd last block goes into the low half alone. Lane j = sum over i < 4 of w[4j + i] *
+// x[4j + i]: |w| (wa) against x negated where w < 0 (neg).
+template <class L, int NX>
+SA_VNNI void dot_q32_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+  __m512 acc[NX];
+  for (int i = 0; i < NX; ++i) acc[i] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* blk = row + b * L::bytes;
+    const __m512i w = join(L::get(blk), L::get(blk + L::bytes));
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    const __m512i wa = _mm512_abs_epi8(w);
+    const float d0 = table[quant_detail::load_u16(blk)], d1 = table[quant_detail::load_u16(blk + L::bytes)];
+    for (int i = 0; i < NX; ++i) {
+      const __m512i xv = _mm512_loadu_si512(x[i].q + 32 * b);
+      const __m512i xs = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+      const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wa, xs);
+      const __m512 f = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d0 * x[i].d[b]), _mm512_set1_ps(d1 * x[i].d[b + 1]));
+      acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(f, _mm512_cvtepi32_ps(s)));
+    }
+  }
+  __m256 even[NX];
+  for (int i = 0; i < NX; ++i) even[i] = _mm512_castps512_ps256(acc[i]);
+  if (b < nb) q32_step_avx2<L, NX>(row + b * L::bytes, x, b, table, even);
+  for (int i = 0; i < NX; ++i) out[i] = reduce8_avx2(_mm256_add_ps(even[i], _mm512_extractf32x8_ps(acc[i], 1)));
+}
+
+// Q4_K: a chunk's 64 levels (low nibbles, then high) against 64 contiguous inputs, maddubs to
+// 32 i16, then dpwssd with the two sub-blocks' scales (16 lanes each).
+template <int NX>
+SA_VNNI void dot_q4_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+  const __m256i low4 = _mm256_set1_epi8(0xF);
+  float acc[NX] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * 144;
+    const float d = table[quant_detail::load_u16(blk)];
+    const float dmin = table[quant_detail::load_u16(blk + 2)];
+    const __m128i sm = q4_k_scales_mins(blk + 4);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+    __m512i s[NX];
+    for (int i = 0; i < NX; ++i) s[i] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = load32(blk + 16 + 32 * c);
+      const __m512i u = join(_mm256_and_si256(v, low4), _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+      const __m512i s16 = join(q4_k_scale(sc16, 2 * c), q4_k_scale(sc16, 2 * c + 1));
+      for (int i = 0; i < NX; ++i)
+        s[i] = _mm512_dpwssd_epi32(s[i], _mm512_maddubs_epi16(u, _mm512_loadu_si512(x[i].q + 256 * b + 64 * c)), s16);
+    }
+    for (int i = 0; i < NX; ++i)
+      q4_k_finish(acc[i], d, dmin, x[i].d[b], _mm512_reduce_add_epi32(s[i]), q4_k_offsets(m8, x[i].sums + 16 * b));
+  }
+  for (int i = 0; i < NX; ++i) out[i] = acc[i];
+}
+
+// Q6_K: quarters 0, 1 and 2, 3 of each half as 64 levels against 64 contiguous inputs; the
+// scales of the 4 groups of 16 elements (8 i16 lanes each) through dpwssd.
+template <int NX>
+SA_VNNI void dot_q6_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+  float acc[NX] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = row + b * 210;
+    const float d = table[quant_detail::load_u16(blk + 208)];
+    // both 128-bit halves hold all 16 scales: shuffle_epi8 indexes within each half
+    const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+    const __m256i scales = _mm256_broadcastsi128_si256(scales8), scales16 = _mm256_cvtepi8_epi16(scales8);
+    __m512i s[NX];
+    for (int i = 0; i < NX; ++i) s[i] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      q6_half u;
+      u.load(blk, h);
+      for (int k = 0; k < 2; ++k) {
+        const int first = 8 * h + 4 * k;  // the scale of elements 16 first .. 16 first + 15
+        // bytes 8j .. 8j + 7 of the 32 = scale first + j
+        const __m256i idx = _mm256_add_epi8(_mm256_set1_epi8(static_cast<char>(first)),
+                                            _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                                              0x0101010101010101LL, 0));
+        const __m512i s16 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(scales, idx));
+        const __m512i uk = join(u.u[2 * k], u.u[2 * k + 1]);
+        for (int i = 0; i < NX; ++i) {
+          const __m512i p = _mm512_maddubs_epi16(uk, _mm512_loadu_si512(x[i].q + 256 * b + 128 * h + 64 * k));
+          s[i] = _mm512_dpwssd_epi32(s[i], p, s16);
+        }
+      }
+    }
+    for (int i = 0; i < NX; ++i) {
+      const int32_t o = hsum_i32(q6_k_offsets(scales16, x[i].sums + 16 * b));
+      acc[i] += (d * x[i].d[b]) * static_cast<float>(_mm512_reduce_add_epi32(s[i]) - 32 * o);
+    }
+  }
+  for (int i = 0; i < NX; ++i) out[i] = acc[i];
+}
+
+template <int NX>
+SA_VNNI void rows_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                       int64_t n_in, float* out) {
+  const float* table = quant_detail::fp16_table();
+  float o[NX];
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_size;
+    switch (type) {
+      case dtype::q8_0: dot_q32_vnni<q8_0_levels, NX>(row, x, n_in / 32, table, o); break;
+      case dtype::q4_0: dot_q32_vnni<q4_0_levels, NX>(row, x, n_in / 32, table, o); break;
+      case dtype::q4_k: dot_q4_k_vnni<NX>(row, x, n_in / 256, table, o); break;
+      case dtype::q6_k: dot_q6_k_vnni<NX>(row, x, n_in / 256, table, o); break;
+      default:
+        for (float& v : o) v = 0.0f;
+        break;
+    }
+    for (int i = 0; i < NX; ++i) out[i * 4 + r] = o[i];
+  }
+}
+
+SA_VNNI void dot_q8_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                         int64_t nx, int64_t n_in, float* out) {
+  switch (nx) {
+    case 1: return rows_vnni<1>(type, w, row_size, rows, x, n_in, out);
+    case 2: return rows_vnni<2>(type, w, row_size, rows, x, n_in, out);
+    case 3: return rows_vnni<3>(type, w, row_size, rows, x, n_in, out);
+    default: return rows_vnni<4>(type, w, row_size, rows, x, n_in, out);
+  }
+}
+
+// avx2's kernels with the integer products added.
+kernels with_dot_q8(const kernels& base, decltype(kernels::dot_q8) dot_q8) {
+  kernels k = base;
+  k.dot_q8 = dot_q8;
+  return k;
+}
+
+}  // namespace
+
+const kernels* avx2_int8_kernels() {
+  static const kernels* const k = [] {
+    const kernels* base = avx2_kernels();
+    static const kernels set = base != nullptr ? with_dot_q8(*base, dot_q8_avx2) : kernels{};
+    return base != nullptr ? &set : nullptr;
+  }();
+  return k;
+}
+
+const kernels* avx512_vnni_kernels() {
+  static const kernels* const k = [] {
+    const kernels* base = avx2_kernels();
+    __builtin_cpu_init();
+    const bool vnni = base != nullptr && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512vnni");
+    static const kernels set = vnni ? with_dot_q8(*base, dot_q8_vnni) : kernels{};
+    return vnni ? &set : nullptr;
+  }();
+  return k;
+}
+
+}  // namespace sa::cpu
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#else
+
+namespace sa::cpu {
+const kernels* avx2_int8_kernels() { return nullptr; }
+const kernels* avx512_vnni_kernels() { return nullptr; }
+}  // namespace sa::cpu
+
+#endif
