@@ -29,4 +29,23 @@ std::vector<float> random_normal(size_t n, uint64_t seed, float scale) {
   return v;
 }
 
+std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  }
+  return out;
+}
+
+std::string to_hex(std::string_view s) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
 }  // namespace sa_test

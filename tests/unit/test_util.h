@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sa_test {
@@ -18,5 +19,9 @@ std::string test_data_dir();
 
 // n draws of a normal distribution N(0, scale^2), the same for a given seed.
 std::vector<float> random_normal(size_t n, uint64_t seed, float scale = 1.0f);
+
+// Bytes from hex digits ("c3a9" -> "\xc3\xa9") and back, for test data and messages.
+std::string from_hex(const std::string& hex);
+std::string to_hex(std::string_view s);
 
 }  // namespace sa_test

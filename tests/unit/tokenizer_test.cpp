@@ -30,25 +30,6 @@ constexpr int32_t type_normal = 1, type_unknown = 2, type_control = 3, type_user
 
 // ---- helpers ---------------------------------------------------------------------------
 
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  }
-  return out;
-}
-
-std::string to_hex(std::string_view s) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (char c : s) {
-    const auto b = static_cast<unsigned char>(c);
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string cur;
@@ -212,10 +193,10 @@ TEST(Pretokenize, MatchesRegexReference) {
     } else {
       FAIL() << "unknown kind " << fields[0];
     }
-    const std::string input = from_hex(fields[1]);
+    const std::string input = sa_test::from_hex(fields[1]);
     std::vector<std::string> expected;
     if (!fields[2].empty()) {
-      for (const std::string& h : split(fields[2], ' ')) expected.push_back(from_hex(h));
+      for (const std::string& h : split(fields[2], ' ')) expected.push_back(sa_test::from_hex(h));
     }
     std::vector<std::string_view> views;
     sa::pretokenize(kind, input, views);
@@ -223,8 +204,8 @@ TEST(Pretokenize, MatchesRegexReference) {
     if (got != expected && ++failed <= 20) {
       std::string g, e;
       // Appended piecewise: GCC 12 warns falsely about "[" + std::string.
-      for (const auto& p : got) g.append("[").append(to_hex(p)).append("]");
-      for (const auto& p : expected) e.append("[").append(to_hex(p)).append("]");
+      for (const auto& p : got) g.append("[").append(sa_test::to_hex(p)).append("]");
+      for (const auto& p : expected) e.append("[").append(sa_test::to_hex(p)).append("]");
       ADD_FAILURE() << fields[0] << " input " << fields[1] << "\n  got      " << g
                     << "\n  expected " << e;
     }
@@ -483,11 +464,11 @@ TEST(RoundTrip, ByteLevelIsLossless) {
     for (const char* text : round_trip_texts) {
       for (bool parse_special : {false, true}) {
         const ids enc = encode_as_given(tok, text, parse_special);
-        EXPECT_EQ(decode(tok, enc), text) << pre << " " << to_hex(text);
+        EXPECT_EQ(decode(tok, enc), text) << pre << " " << sa_test::to_hex(text);
         // With the vocabulary's own normalization (NFC for qwen2): the normalized text.
         const std::string want = tok.normalizes_nfc() ? nfc(text) : std::string(text);
         EXPECT_EQ(decode(tok, tok.encode(text, false, parse_special)), want)
-            << pre << " " << to_hex(text);
+            << pre << " " << sa_test::to_hex(text);
       }
     }
     // Merges do fire: the English sentence takes fewer tokens than bytes.
@@ -509,9 +490,9 @@ TEST(RoundTrip, ByteLevelRandomByteSoup) {
         text += rng() % 2 ? interesting[rng() % interesting.size()]
                           : static_cast<char>(rng() % 256);
       }
-      EXPECT_EQ(decode(tok, encode_as_given(tok, text)), text) << pre << " " << to_hex(text);
+      EXPECT_EQ(decode(tok, encode_as_given(tok, text)), text) << pre << " " << sa_test::to_hex(text);
       const std::string want = tok.normalizes_nfc() ? nfc(text) : text;
-      EXPECT_EQ(decode(tok, tok.encode(text, false, false)), want) << pre << " " << to_hex(text);
+      EXPECT_EQ(decode(tok, tok.encode(text, false, false)), want) << pre << " " << sa_test::to_hex(text);
     }
   }
 }
@@ -536,14 +517,14 @@ TEST(RoundTrip, SentencePieceWithByteFallback) {
   sa::tokenizer tok(b.v);
   std::mt19937 rng(99);
   for (const char* text : round_trip_texts) {
-    EXPECT_EQ(decode(tok, tok.encode(text, false, false)), text) << to_hex(text);
+    EXPECT_EQ(decode(tok, tok.encode(text, false, false)), text) << sa_test::to_hex(text);
   }
   for (int iter = 0; iter < 200; ++iter) {
     std::string text;
     const size_t len = rng() % 48;
     for (size_t i = 0; i < len; ++i) text += static_cast<char>(rng() % 256);
     if (text.find("\xE2\x96\x81") != std::string::npos) continue;  // decodes to a space
-    EXPECT_EQ(decode(tok, tok.encode(text, false, false)), text) << to_hex(text);
+    EXPECT_EQ(decode(tok, tok.encode(text, false, false)), text) << sa_test::to_hex(text);
   }
 }
 
@@ -1081,10 +1062,10 @@ TEST(Utf8Stream, InvalidSequences) {
       {"\xEE\x80\x80", "\xEE\x80\x80"},      // U+E000 is fine
   };
   for (const auto& [in, expected] : cases) {
-    EXPECT_EQ(stream_all({in}), expected) << to_hex(in);
+    EXPECT_EQ(stream_all({in}), expected) << sa_test::to_hex(in);
     std::vector<std::string> bytes;
     for (char c : in) bytes.emplace_back(1, c);
-    EXPECT_EQ(stream_all(bytes), expected) << "byte by byte " << to_hex(in);
+    EXPECT_EQ(stream_all(bytes), expected) << "byte by byte " << sa_test::to_hex(in);
   }
 }
 
@@ -1095,7 +1076,7 @@ TEST(Utf8Stream, MatchesReferenceDecoder) {
   for (const std::string& line : lines) {
     const auto fields = split(line, '\t');
     ASSERT_EQ(fields.size(), 2u) << line;
-    const std::string in = from_hex(fields[0]), expected = from_hex(fields[1]);
+    const std::string in = sa_test::from_hex(fields[0]), expected = sa_test::from_hex(fields[1]);
     EXPECT_EQ(stream_all({in}), expected) << fields[0];
     // Any chunking gives the same result.
     std::vector<std::string> chunks;

@@ -35,25 +35,6 @@ std::string utf8(std::initializer_list<uint32_t> cps) {
   return out;
 }
 
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-  }
-  return out;
-}
-
-std::string to_hex(std::string_view s) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (char c : s) {
-    const auto b = static_cast<unsigned char>(c);
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
-
 // The ill-formed subparts of s, in order (each as its bytes).
 std::vector<std::string> ill_formed_parts(std::string_view s) {
   std::vector<std::string> out;
@@ -75,18 +56,18 @@ TEST(Nfc, MatchesPythonReference) {
     if (line.empty() || line[0] == '#') continue;
     const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
     ASSERT_NE(t2, std::string::npos) << line;
-    const std::string input = from_hex(line.substr(0, t1));
+    const std::string input = sa_test::from_hex(line.substr(0, t1));
     const std::string c_hex = line.substr(t1 + 1, t2 - t1 - 1), d_hex = line.substr(t2 + 1);
-    const std::string want_c = c_hex == "=" ? input : from_hex(c_hex);
-    const std::string want_d = d_hex == "=" ? input : from_hex(d_hex);
+    const std::string want_c = c_hex == "=" ? input : sa_test::from_hex(c_hex);
+    const std::string want_d = d_hex == "=" ? input : sa_test::from_hex(d_hex);
     const std::string got_c = nfc(input), got_d = nfd(input);
     // NFC and NFD of each form agree with those of the input (the forms are stable).
     const bool ok = got_c == want_c && got_d == want_d && nfc(want_c) == want_c &&
                     nfc(want_d) == want_c && nfd(want_c) == want_d && nfd(want_d) == want_d;
     if (!ok && ++failed <= 20) {
-      ADD_FAILURE() << "input " << to_hex(input) << "\n  NFC got " << to_hex(got_c)
-                    << " want " << to_hex(want_c) << "\n  NFD got " << to_hex(got_d)
-                    << " want " << to_hex(want_d);
+      ADD_FAILURE() << "input " << sa_test::to_hex(input) << "\n  NFC got " << sa_test::to_hex(got_c)
+                    << " want " << sa_test::to_hex(want_c) << "\n  NFD got " << sa_test::to_hex(got_d)
+                    << " want " << sa_test::to_hex(want_d);
     }
     changed += want_c != input;
     ++checked;
@@ -204,10 +185,10 @@ TEST(Nfc, IllFormedBytesAreKeptAndBlock) {
       text += rng() % 4 ? interesting[rng() % interesting.size()] : static_cast<char>(rng() % 256);
     }
     const std::string once = nfc(text);
-    EXPECT_EQ(ill_formed_parts(once), ill_formed_parts(text)) << to_hex(text);
-    EXPECT_EQ(sa::unicode::is_valid_utf8(once), sa::unicode::is_valid_utf8(text)) << to_hex(text);
-    EXPECT_EQ(nfc(once), once) << to_hex(text);
-    EXPECT_EQ(nfc(nfd(text)), once) << to_hex(text);
+    EXPECT_EQ(ill_formed_parts(once), ill_formed_parts(text)) << sa_test::to_hex(text);
+    EXPECT_EQ(sa::unicode::is_valid_utf8(once), sa::unicode::is_valid_utf8(text)) << sa_test::to_hex(text);
+    EXPECT_EQ(nfc(once), once) << sa_test::to_hex(text);
+    EXPECT_EQ(nfc(nfd(text)), once) << sa_test::to_hex(text);
   }
 }
 
