@@ -114,6 +114,48 @@ void attention(const gpu_bench_options& o, double bw, json_out& js) {
   std::printf("\n");
 }
 
+// Prefill attention alone: a causal chunk of --batch rows at the end of a context of L keys
+// (row i sees L - rows + i + 1 keys), 32 query / 8 KV heads x 128, f16 cache; compute-bound, so
+// in TFLOP/s (4 * head_dim FLOPs per query head and key seen).
+void attention_prefill(const gpu_bench_options& o, json_out& js) {
+  const std::unique_ptr<sa::backend> be_ptr = bench_backend(o);
+  sa::backend& be = *be_ptr;
+  sa::step_buffer meta(be);
+  const int32_t n_heads = 32, n_kv = 8, hd = 128;
+  std::printf("prefill attention, causal chunk of %d rows ending at L keys, %d query / %d KV heads x %d, f16 "
+              "cache\n", o.batch, n_heads, n_kv, hd);
+  std::printf("%8s %8s %10s %10s\n", "keys", "rows", "us", "TFLOP/s");
+  for (int L : o.lengths) {
+    const int32_t rows = std::min(o.batch, L);
+    std::vector<sa::buffer_ptr> owned;
+    const std::vector<uint8_t> host = random_matrix(sa::dtype::f16, hd, int64_t{n_kv} * L, 1.0f, 3);
+    sa::tensor k = sa::new_tensor(be, owned, sa::dtype::f16, hd, int64_t{n_kv} * L);
+    sa::tensor v = sa::new_tensor(be, owned, sa::dtype::f16, hd, int64_t{n_kv} * L);
+    be.upload(*k.buf, 0, host.data(), host.size());
+    be.upload(*v.buf, 0, host.data(), host.size());
+    const std::vector<uint8_t> qh = random_matrix(sa::dtype::f32, hd, int64_t{n_heads} * rows, 1.0f, 5);
+    sa::tensor q = sa::new_f32_tensor(be, owned, hd, int64_t{n_heads} * rows);
+    be.upload(*q.buf, 0, qh.data(), qh.size());
+    sa::tensor out = sa::new_f32_tensor(be, owned, hd, int64_t{n_heads} * rows);
+    sa::tensor lse = sa::new_f32_tensor(be, owned, n_heads, rows);
+    std::vector<int32_t> lens(static_cast<size_t>(rows));
+    double keys_seen = 0;
+    for (int32_t i = 0; i < rows; ++i) keys_seen += lens[static_cast<size_t>(i)] = L - rows + i + 1;
+    meta.clear();
+    const sa::tensor kv_len = meta.put(std::span<const int32_t>(lens));
+    meta.flush();
+    const double s = time_recorded(be, next_key(), 3, [&](int) {
+      const sa::kv_view kv{&k, &v, L, 0, nullptr};
+      be.attention(q, kv, n_heads, n_kv, hd, kv_len, L, 1.0f / std::sqrt(128.0f), out, lse, nullptr);
+    }, 5);
+    const double tflops = 4.0 * hd * n_heads * keys_seen / s / 1e12;
+    std::printf("%8d %8d %10.1f %10.1f\n", L, rows, s * 1e6, tflops);
+    js.line(fmt("{\"bench\":\"attention_prefill\",\"keys\":%d,\"rows\":%d,\"us\":%.3f,\"tflops\":%.3f}", L, rows,
+                s * 1e6, tflops));
+  }
+  std::printf("\n");
+}
+
 void gemv(const gpu_bench_options& o, double bw, json_out& js) {
   const std::unique_ptr<sa::backend> be_ptr = bench_backend(o);
   sa::backend& be = *be_ptr;
@@ -254,11 +296,12 @@ int gpu_bench(const std::string& what, const gpu_bench_options& o) {
     json_out js(o.json);
     const double bw = bandwidth(o, js);
     if (what == "attention" || what == "all") attention(o, bw, js);
+    if (what == "attention-prefill" || what == "all") attention_prefill(o, js);
     if (what == "gemv" || what == "all") gemv(o, bw, js);
     if (what == "gemm" || what == "all") gemm(o, js);
     if (what == "decode" || (what == "all" && !o.model.empty())) decode(o, bw, js);
     if (what == "sparse") gpu_sparse(o, bw, js);
-    if (what != "attention" && what != "gemv" && what != "gemm" && what != "decode" && what != "all" &&
+    if (what != "attention" && what != "attention-prefill" && what != "gemv" && what != "gemm" && what != "decode" && what != "all" &&
         what != "bandwidth" && what != "sparse") {
       std::fprintf(stderr, "sa-bench gpu: unknown measurement '%s'\n", what.c_str());
       return 2;

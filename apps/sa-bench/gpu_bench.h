@@ -4,6 +4,8 @@
 //
 //   bandwidth   the streaming-read and device-copy bandwidth
 //   attention   decode attention alone, 32 query / 8 KV heads x 128, f16 cache, by context length
+//   attention-prefill  prefill attention alone: a causal chunk of --batch rows at the end of
+//               each context length, in TFLOP/s
 //   gemv        decode matrix-vector products on Llama-3.1-8B shapes, by weight type
 //   gemm        prefill products (--batch rows) on the same shapes, in TFLOP/s
 //   decode      end to end on a model file: decode tokens/s at context depths, against the

@@ -896,12 +896,19 @@ TEST_P(ops, attention_stays_correct_across_calls_of_other_shapes_on_one_backend)
 
 TEST_P(ops, long_decode_rows_and_a_4k_prefill_agree_with_the_cpu) {
   // The shapes that split the keys over many blocks: a 4096-row causal prefill and single rows
-  // over 20K and 70K keys. Checked against the CPU backend (double would take minutes).
+  // over 20K and 70K keys. Then a chunk of 1100 rows ending at 1500 keys over 32 heads, enough
+  // blocks of rows not to split, with odd rows inside: 3 keys, 1, exactly one tile of 64.
+  // Checked against the CPU backend (double would take minutes).
   if (cpu()) GTEST_SKIP() << "compares another backend with the CPU";
+  std::vector<int32_t> chunk;
+  for (int32_t i = 0; i < 1100; ++i) chunk.push_back(400 + i + 1);
+  chunk[5] = 3;
+  chunk[700] = 1;
+  chunk[1000] = 64;
   for (dtype type : {dtype::f16, dtype::bf16}) {
     for (const attention_shape& sh :
          {attention_shape{8, 2, 128, {20001}}, attention_shape{32, 8, 128, {70000}},
-          attention_shape{4, 2, 64, {}}}) {
+          attention_shape{4, 2, 64, {}}, attention_shape{32, 8, 128, chunk}}) {
       attention_shape s = sh;
       if (s.kv_len.empty())
         for (int32_t i = 0; i < 4096; ++i) s.kv_len.push_back(i + 1);
