@@ -16,6 +16,12 @@
 // its bound.
 // Bytes: K and V of the keys attended once (kv_len * n_kv_heads * head_dim * 2 * elem) plus q,
 // out and the partials (n_splits * n_heads * (head_dim + 1) * 4, written and read once).
+//
+// attention_sets: grid (split, item = row x query head), the same block over a share of the
+// item's listed keys (their number is read on the device), merged by the item's last block as
+// above. The splits follow the sets' host-side bound on a set's size: a few dozen items of a
+// thousand keys or more (RetroAttention's past rows) took one block each and left most SMs
+// idle (143 µs a layer at 32K on an H100, 22 µs split).
 #include <algorithm>
 #include <atomic>
 
@@ -577,19 +583,34 @@ __global__ void __launch_bounds__(k_threads) attention_split_kernel(const attent
 
 template <typename T, int LPK, int GMAX>
 __global__ void __launch_bounds__(k_threads) attention_sets_kernel(const attention_args a,
-                                                                   const sets_args sets) {
+                                                                   const sets_args sets, int32_t n_splits,
+                                                                   float* part_o, float* part_lse,
+                                                                   int32_t* counters) {
   pdl_begin();
-  // grid: items (row * n_heads + h); one query head, its listed keys.
-  const int64_t item = blockIdx.x;
+  // grid: (n_splits, items: row * n_heads + h); one query head, a contiguous share of its
+  // listed keys (their number is on the device); the last split of an item merges.
+  const int32_t split = blockIdx.x;
+  const int64_t item = blockIdx.y;
   const int64_t row = item / a.n_heads;
   const int32_t h = static_cast<int32_t>(item % a.n_heads);
   key_source src;
   src.slots = sets.slots;
   src.log_weights = sets.log_weights;
-  src.begin = sets.offsets[item];
-  src.end = sets.offsets[item + 1];
-  const block_out bo{a.out + item * a.head_dim, a.lse + item, a.head_dim, 1};
-  attend_block<T, LPK, GMAX>(a, row, h / (a.n_heads / a.n_kv_heads), h, 1, src, bo, nullptr);
+  const int64_t first = sets.offsets[item], len = (sets.ends ? sets.ends[item] : sets.offsets[item + 1]) - first;
+  const int64_t chunk = (len + n_splits - 1) / n_splits;
+  src.begin = first + min(len, split * chunk);
+  src.end = first + min(len, split * chunk + chunk);
+  const int32_t kvh = h / (a.n_heads / a.n_kv_heads);
+  if (n_splits == 1) {
+    const block_out bo{a.out + item * a.head_dim, a.lse + item, a.head_dim, 1};
+    attend_block<T, LPK, GMAX>(a, row, kvh, h, 1, src, bo, nullptr);
+    return;
+  }
+  const block_out bo{part_o + (item * n_splits + split) * a.head_dim, part_lse + item * n_splits + split,
+                     static_cast<int64_t>(n_splits) * a.head_dim, n_splits};
+  const merge_ctx mc{n_splits, counters + item, part_o + item * n_splits * a.head_dim, part_lse + item * n_splits,
+                     a.out + item * a.head_dim, a.lse + item};
+  attend_block<T, LPK, GMAX>(a, row, kvh, h, 1, src, bo, &mc);
 }
 
 template <typename T>
@@ -600,7 +621,7 @@ __global__ void probe_keys_kernel(const attention_args a, const sets_args sets, 
   using S = typename T::storage;
   const int64_t item = blockIdx.y;
   const int64_t j = sets.offsets[item] + blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (j >= sets.offsets[item + 1]) return;
+  if (j >= (sets.ends ? sets.ends[item] : sets.offsets[item + 1])) return;
   const int32_t h = static_cast<int32_t>(item % a.n_heads), kvh = h / (a.n_heads / a.n_kv_heads);
   const int64_t row = static_cast<int64_t>(kvh) * a.k_capacity + sets.slots[j];
   const S* k = static_cast<const S*>(a.k) + row * a.head_dim;
@@ -731,13 +752,15 @@ struct split_k {
 };
 template <typename T, int LPK, int GMAX>
 struct sets_k {
-  cudaError_t launch(dim3 grid, cudaStream_t s, const attention_args& a, const sets_args& sets) const {
+  cudaError_t launch(dim3 grid, cudaStream_t s, const attention_args& a, const sets_args& sets, int32_t n_splits,
+                     float* po, float* pl, int32_t* counters) const {
     const size_t smem = smem_bytes<T, LPK>(a.head_dim, GMAX);
     const cudaError_t e = cudaFuncSetAttribute(attention_sets_kernel<T, LPK, GMAX>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(smem));
     if (e != cudaSuccess) return e;
-    launch_kernel(attention_sets_kernel<T, LPK, GMAX>, grid, k_threads, smem, s, a, sets);
+    launch_kernel(attention_sets_kernel<T, LPK, GMAX>, grid, k_threads, smem, s, a, sets, n_splits, po, pl,
+                  counters);
     return cudaGetLastError();
   }
 };
@@ -947,11 +970,40 @@ cudaError_t launch_attention_mass(const attention_args& a, const float* row_weig
   });
 }
 
-cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets, cudaStream_t s) {
+namespace {
+// Splits per listed item: enough blocks for a wave of the CUDA-core kernel, at least 128 keys
+// each by the sets' host-side bound on a set's size; one when the merges would not fit their
+// counters. (A few past rows' unseen pages are a few dozen items of a thousand keys or more:
+// one block each left most SMs idle.)
+int32_t sets_split_count(const attention_args& a, const sets_args& sets, int32_t n_sms) {
+  if (sets.items <= 0 || sets.items > MAX_COUNTERS || sets.items != a.n * a.n_heads) return 1;
+  int32_t per_sm = 2;
+  dispatch<occupancy_k, 1>(a, 1, [&](auto k) -> cudaError_t {
+    per_sm = k.blocks(a.head_dim);
+    return cudaSuccess;
+  });
+  const int64_t want = std::max<int64_t>(1, static_cast<int64_t>(per_sm) * n_sms / sets.items);
+  const int64_t by_len = std::max<int64_t>(1, sets.largest / 128);
+  return static_cast<int32_t>(std::min<int64_t>({want, by_len, MAX_SPLITS}));
+}
+}  // namespace
+
+size_t attention_sets_workspace_bytes(const attention_args& a, const sets_args& sets, int32_t n_sms) {
+  return split_workspace_bytes(a, sets_split_count(a, sets, n_sms));
+}
+
+cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets, void* work, int32_t n_sms,
+                                  cudaStream_t s) {
   if (sets.items <= 0) return cudaSuccess;
   if (a.head_dim % 8 != 0 || a.head_dim > 256) return cudaErrorInvalidValue;
+  const int32_t n_splits = sets_split_count(a, sets, n_sms);
+  if (n_splits > 1 && !work) return cudaErrorInvalidValue;
+  int32_t* counters = static_cast<int32_t*>(work);
+  float* po = work ? reinterpret_cast<float*>(counters + MAX_COUNTERS) : nullptr;
+  float* pl = po ? po + static_cast<size_t>(a.n) * a.n_heads * n_splits * a.head_dim : nullptr;
   return dispatch<sets_k, 1>(a, 1, [&](auto k) -> cudaError_t {
-    return k.launch(dim3(static_cast<unsigned>(sets.items)), s, a, sets);
+    return k.launch(dim3(static_cast<unsigned>(n_splits), static_cast<unsigned>(sets.items)), s, a, sets,
+                    n_splits, po, pl, counters);
   });
 }
 

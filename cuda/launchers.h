@@ -153,7 +153,8 @@ cudaError_t launch_attention_mass(const attention_args& a, const float* row_weig
                                   int64_t n_keys, cudaStream_t s);
 
 struct sets_args {
-  const int32_t* offsets = nullptr;      // [items + 1]
+  const int32_t* offsets = nullptr;      // [items + 1]: item i lists slots [offsets[i], offsets[i + 1])
+  const int32_t* ends = nullptr;         // or, when set, [offsets[i], ends[i]) (sets with gaps between)
   const int32_t* slots = nullptr;        // [total]
   const float* log_weights = nullptr;    // [total] or null
   int64_t items = 0, largest = 0;
@@ -172,7 +173,8 @@ struct unseen_sets_args {
   int32_t n = 0, n_heads = 0, group = 1, page_size = 16;
   int32_t* counts = nullptr;        // [n][n_heads]
 };
-// Bytes of work launch_unseen_sets needs (offsets and slots) for n * n_heads items.
+// Bytes of work launch_unseen_sets needs (each item's first and last slot, and room for its
+// slots) for n * n_heads items.
 size_t unseen_sets_bytes(int64_t items, int64_t select_bound, int32_t page_size);
 // Builds the sets in work and describes them in sets (for launch_attention_sets).
 cudaError_t launch_unseen_sets(const unseen_sets_args& a, void* work, sets_args& sets, cudaStream_t s);
@@ -182,7 +184,10 @@ cudaError_t launch_stamp_pages(const int32_t* pages, int64_t select_bound, const
                                int64_t pages_capacity, cudaStream_t s);
 
 // Partial attention over key sets (values at the keys' rows).
-cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets, cudaStream_t s);
+// Bytes of scratch launch_attention_sets needs (items split over the keys; 0: no split).
+size_t attention_sets_workspace_bytes(const attention_args& a, const sets_args& sets, int32_t n_sms);
+cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets, void* work, int32_t n_sms,
+                                  cudaStream_t s);
 // scores[j] = scale q.k_j, vnorm2[j] = |v_j|^2 of every listed key.
 cudaError_t launch_probe_keys(const attention_args& a, const sets_args& sets, float* scores,
                               float* vnorm2, cudaStream_t s);

@@ -7,16 +7,15 @@
 // plan i32 [4+] = {n_keys, n_pages, n_selected, ...} in device memory; rows i32 [n] (the past
 // rows' positions). Query head h reads ranker h / group (group 1: per head).
 //
-//   unseen_counts: a warp per (row i, head h) item, lanes over the ranker's selected pages. Page p
-//     is unseen by row i when stamps[r][p] < rows[i]; it contributes its keys at slots
-//     [p page_size, min((p + 1) page_size, rows[i] + 1)) — none past the row (causal). Writes
-//     counts [n][n_heads] (the op's `keys`).
-//   unseen_offsets: one block: offsets [items + 1] = the exclusive prefix sums of counts.
-//   unseen_slots: a warp per item writes its slots, page by page (a warp scan places each lane's
-//     run), into slots [offsets[items]].
+//   unseen_sets: a block per (row i, head h) item, threads over the ranker's selected pages.
+//     Page p is unseen by row i when stamps[r][p] < rows[i]; it contributes its keys at slots
+//     [p page_size, min((p + 1) page_size, rows[i] + 1)) — none past the row (causal). A block
+//     scan places each thread's run in the item's own region of select_bound * page_size slots
+//     (so items need no prefix sum over each other); it writes the region's first and last slot
+//     (the sets' offsets and ends) and the count [n][n_heads] (the op's `keys`).
 //   stamp_pages: grid (blocks, rankers): stamps[r][p] = plan[0] - 1 for the ranker's selected
 //     pages, or for every page [0, plan[1]).
-// Bytes: each item reads its ranker's ids and their stamps (8 bytes per selected page) twice and
+// Bytes: each item reads its ranker's ids and their stamps (8 bytes per selected page) once and
 // writes its slots (4 bytes per key); the stamps write 4 bytes per selected page.
 // Ids outside [0, n_pages) and rows outside [0, n_keys) contribute nothing (the CPU reference
 // refuses them; device memory is not checked on the host).
@@ -66,18 +65,6 @@ __device__ __forceinline__ item_of describe(const unseen_view& u, int64_t item) 
   return d;
 }
 
-__global__ void unseen_counts_kernel(const unseen_view u, int32_t* counts) {
-  pdl_begin();
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / k_warp) + threadIdx.x / k_warp;
-  if (item >= u.items) return;
-  const int lane = static_cast<int>(threadIdx.x % k_warp);
-  const item_of d = describe(u, item);
-  int32_t c = 0, page;
-  for (int64_t j = lane; j < d.n_selected; j += k_warp) c += unseen_keys(u, d.ranker, j, d.at, d.n_pages, page);
-  c = __reduce_add_sync(0xFFFFFFFFu, c);
-  if (lane == 0) counts[item] = c;
-}
-
 // Inclusive prefix sum over the warp.
 __device__ __forceinline__ int32_t warp_scan(int32_t v, int lane) {
 #pragma unroll
@@ -88,46 +75,39 @@ __device__ __forceinline__ int32_t warp_scan(int32_t v, int lane) {
   return v;
 }
 
-constexpr int k_scan_threads = 1024;
+constexpr int k_set_threads = 256;
 
-__global__ void __launch_bounds__(k_scan_threads) unseen_offsets_kernel(const int32_t* counts, int64_t items,
-                                                                        int32_t* offsets) {
+__global__ void __launch_bounds__(k_set_threads) unseen_sets_kernel(const unseen_view u, int32_t stride,
+                                                                    int32_t* begins, int32_t* ends,
+                                                                    int32_t* counts, int32_t* slots) {
   pdl_begin();
-  __shared__ int32_t warp_total[k_scan_threads / k_warp];
+  constexpr int n_warps = k_set_threads / k_warp;
+  __shared__ int32_t warp_total[n_warps];
+  const int64_t item = blockIdx.x;
   const int t = static_cast<int>(threadIdx.x), lane = t % k_warp, w = t / k_warp;
-  int32_t running = 0;
-  if (t == 0) offsets[0] = 0;
-  for (int64_t base = 0; base < items; base += k_scan_threads) {
-    const int32_t v = base + t < items ? counts[base + t] : 0;
-    const int32_t incl = warp_scan(v, lane);
+  const item_of d = describe(u, item);
+  const int32_t first = static_cast<int32_t>(item) * stride;
+  int32_t at = first;
+  for (int64_t j0 = 0; j0 < d.n_selected; j0 += k_set_threads) {
+    int32_t page = 0;
+    const int32_t c = j0 + t < d.n_selected ? unseen_keys(u, d.ranker, j0 + t, d.at, d.n_pages, page) : 0;
+    const int32_t incl = warp_scan(c, lane);
     if (lane == k_warp - 1) warp_total[w] = incl;
     __syncthreads();
     if (w == 0) {
-      const int32_t s = warp_scan(warp_total[lane], lane);
-      warp_total[lane] = s;  // inclusive totals of warps 0..lane
+      const int32_t v = warp_scan(lane < n_warps ? warp_total[lane] : 0, lane);
+      if (lane < n_warps) warp_total[lane] = v;  // inclusive totals of warps 0..lane
     }
     __syncthreads();
-    const int32_t before = (w > 0 ? warp_total[w - 1] : 0) + incl;
-    if (base + t < items) offsets[base + t + 1] = running + before;
-    running += warp_total[k_scan_threads / k_warp - 1];
+    const int32_t pos = at + (w > 0 ? warp_total[w - 1] : 0) + incl - c;
+    for (int32_t s = 0; s < c; ++s) slots[pos + s] = page * u.page_size + s;
+    at += warp_total[n_warps - 1];
     __syncthreads();
   }
-}
-
-__global__ void unseen_slots_kernel(const unseen_view u, const int32_t* offsets, int32_t* slots) {
-  pdl_begin();
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / k_warp) + threadIdx.x / k_warp;
-  if (item >= u.items) return;
-  const int lane = static_cast<int>(threadIdx.x % k_warp);
-  const item_of d = describe(u, item);
-  int32_t at = offsets[item];
-  for (int64_t j0 = 0; j0 < d.n_selected; j0 += k_warp) {
-    int32_t page = 0;
-    const int32_t c = j0 + lane < d.n_selected ? unseen_keys(u, d.ranker, j0 + lane, d.at, d.n_pages, page) : 0;
-    const int32_t incl = warp_scan(c, lane);
-    const int32_t first = at + incl - c;
-    for (int32_t s = 0; s < c; ++s) slots[first + s] = page * u.page_size + s;
-    at += __shfl_sync(0xFFFFFFFFu, incl, k_warp - 1);
+  if (t == 0) {
+    begins[item] = first;
+    ends[item] = at;
+    counts[item] = at - first;
   }
 }
 
@@ -154,28 +134,29 @@ __global__ void stamp_pages_kernel(const int32_t* pages, int64_t select_bound, c
 }  // namespace
 
 size_t unseen_sets_bytes(int64_t items, int64_t select_bound, int32_t page_size) {
-  return static_cast<size_t>(2 * items + 1 + items * select_bound * page_size) * sizeof(int32_t);
+  return static_cast<size_t>(2 * items + items * select_bound * page_size) * sizeof(int32_t);
 }
 
 cudaError_t launch_unseen_sets(const unseen_sets_args& a, void* work, sets_args& sets, cudaStream_t s) {
   if (a.n_heads < 1 || a.group < 1 || a.n_heads % a.group != 0 || a.page_size < 1 || a.n < 0 || !work)
     return cudaErrorInvalidValue;
   const int64_t items = int64_t{a.n} * a.n_heads;
-  int32_t* offsets = static_cast<int32_t*>(work);
-  int32_t* slots = offsets + items + 1;
+  const int64_t stride = a.select_bound * a.page_size;
+  if (items * stride > INT32_MAX) return cudaErrorInvalidValue;
+  int32_t* begins = static_cast<int32_t*>(work);
+  int32_t* ends = begins + items;
+  int32_t* slots = ends + items;
   const unseen_view u{a.pages, a.select_bound, a.plan, a.stamps, a.pages_capacity, a.rows,
                       items, a.n_heads, a.group, a.page_size};
-  sets.offsets = offsets;
+  sets.offsets = begins;
+  sets.ends = ends;
   sets.slots = slots;
   sets.log_weights = nullptr;
   sets.items = items;
-  sets.largest = a.select_bound * a.page_size;
+  sets.largest = stride;
   if (items == 0) return cudaSuccess;
-  constexpr int warps = 8;
-  const unsigned blocks = static_cast<unsigned>(ceil_div(items, warps));
-  launch_kernel(unseen_counts_kernel, blocks, warps * k_warp, 0, s, u, a.counts);
-  launch_kernel(unseen_offsets_kernel, 1, k_scan_threads, 0, s, static_cast<const int32_t*>(a.counts), items, offsets);
-  launch_kernel(unseen_slots_kernel, blocks, warps * k_warp, 0, s, u, static_cast<const int32_t*>(offsets), slots);
+  launch_kernel(unseen_sets_kernel, static_cast<unsigned>(items), k_set_threads, 0, s, u,
+                static_cast<int32_t>(stride), begins, ends, a.counts, slots);
   return cudaGetLastError();
 }
 

@@ -1040,7 +1040,9 @@ struct set_problem {
   int32_t n_heads = 6, n_kv_heads = 2, hd = 24;
   int64_t cap = 70;
   std::vector<float> q, k, v;
-  explicit set_problem(dtype type = dtype::f32) {
+  explicit set_problem(dtype type = dtype::f32, int32_t heads = 6, int32_t kv_heads = 2, int32_t dim = 24,
+                       int64_t keys = 70)
+      : n_heads(heads), n_kv_heads(kv_heads), hd(dim), cap(keys) {
     q = random_vec(static_cast<size_t>(n_heads * hd), 101);
     k = rounded(random_vec(static_cast<size_t>(n_kv_heads * cap * hd), 102, 0.7f), type);
     v = rounded(random_vec(static_cast<size_t>(n_kv_heads * cap * hd), 103), type);
@@ -1115,36 +1117,40 @@ struct set_run {
 };
 
 TEST_P(ops, attention_sets_match_a_double_reference_with_weights) {
-  for (dtype type : k_kv_types) {
-    const set_problem p(type);
-    set_run r(GetParam(), p, type);
-    std::mt19937_64 rng(5);
-    std::vector<std::vector<int32_t>> sets(static_cast<size_t>(p.n_heads));
-    std::vector<std::vector<float>> w(static_cast<size_t>(p.n_heads));
-    for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-      for (int32_t s = 0; s < p.cap; ++s)
-        if (rng() % 3 == 0) sets[static_cast<size_t>(hh)].push_back(s);
-      for (size_t j = 0; j < sets[static_cast<size_t>(hh)].size(); ++j)
-        w[static_cast<size_t>(hh)].push_back(static_cast<float>(rng() % 100) / 25.0f - 2.0f);
-    }
-    sets[3].clear();  // an empty set: out 0, lse -inf
-    w[3].clear();
-    r.run(p, sets, w, r.out, r.lse);
-    const std::vector<float> out = r.h.download(r.out), lse = r.h.download(r.lse);
-    for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-      const std::vector<float> o(out.begin() + hh * p.hd, out.begin() + (hh + 1) * p.hd);
-      if (sets[static_cast<size_t>(hh)].empty()) {
-        EXPECT_TRUE(std::isinf(lse[static_cast<size_t>(hh)]) && lse[static_cast<size_t>(hh)] < 0);
-        for (float x : o) EXPECT_EQ(x, 0.0f);
-        continue;
+  // Short sets, then sets of ~2,000 of 6,000 keys over 8 heads of 128, which a device splits
+  // over blocks and merges.
+  for (dtype type : k_kv_types)
+    for (const bool long_sets : {false, true}) {
+      const set_problem p = long_sets ? set_problem(type, 8, 2, 128, 6000) : set_problem(type);
+      set_run r(GetParam(), p, type);
+      std::mt19937_64 rng(5);
+      std::vector<std::vector<int32_t>> sets(static_cast<size_t>(p.n_heads));
+      std::vector<std::vector<float>> w(static_cast<size_t>(p.n_heads));
+      for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+        for (int32_t s = 0; s < p.cap; ++s)
+          if (rng() % 3 == 0) sets[static_cast<size_t>(hh)].push_back(s);
+        for (size_t j = 0; j < sets[static_cast<size_t>(hh)].size(); ++j)
+          w[static_cast<size_t>(hh)].push_back(static_cast<float>(rng() % 100) / 25.0f - 2.0f);
       }
-      std::vector<double> ref;
-      double ref_lse = 0;
-      p.reference(hh, sets[static_cast<size_t>(hh)], w[static_cast<size_t>(hh)], ref, ref_lse);
-      EXPECT_LT(rel_err(o, ref), tol(1e-5, 2e-5)) << "head " << hh << " " << sa::traits(type).name;
-      EXPECT_NEAR(lse[static_cast<size_t>(hh)], ref_lse, 1e-4 * std::max(1.0, std::fabs(ref_lse)));
+      sets[3].clear();  // an empty set: out 0, lse -inf
+      w[3].clear();
+      r.run(p, sets, w, r.out, r.lse);
+      const std::vector<float> out = r.h.download(r.out), lse = r.h.download(r.lse);
+      for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+        const std::vector<float> o(out.begin() + hh * p.hd, out.begin() + (hh + 1) * p.hd);
+        if (sets[static_cast<size_t>(hh)].empty()) {
+          EXPECT_TRUE(std::isinf(lse[static_cast<size_t>(hh)]) && lse[static_cast<size_t>(hh)] < 0);
+          for (float x : o) EXPECT_EQ(x, 0.0f);
+          continue;
+        }
+        std::vector<double> ref;
+        double ref_lse = 0;
+        p.reference(hh, sets[static_cast<size_t>(hh)], w[static_cast<size_t>(hh)], ref, ref_lse);
+        EXPECT_LT(rel_err(o, ref), tol(1e-5, 2e-5))
+            << "head " << hh << " " << sa::traits(type).name << (long_sets ? " long sets" : "");
+        EXPECT_NEAR(lse[static_cast<size_t>(hh)], ref_lse, 1e-4 * std::max(1.0, std::fabs(ref_lse)));
+      }
     }
-  }
 }
 
 TEST_P(ops, attention_sets_over_a_prefix_equal_attention) {

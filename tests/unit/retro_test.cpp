@@ -4,6 +4,7 @@
 // budget against dense decoding, the window's life cycle, and the C ABI's settings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -279,6 +280,68 @@ TEST_P(retro_ops, unseen_pages_are_those_stamped_before_the_row_and_keys_stop_at
   be->stamp_pages(pt, 4, plan_t, 2, true, st, pages_cap);
   be->download(*st.buf, st.offset, after.data(), after.size() * sizeof(int32_t));
   EXPECT_EQ(after, std::vector<int32_t>(stamps.size(), 37));
+}
+
+TEST_P(retro_ops, many_selected_pages_give_the_cpus_sets_and_outputs) {
+  // 700 selected pages of 4 per ranker (more than a device block's threads take in one pass),
+  // random stamps, three past rows and 4 heads over 2 rankers (per group): a device against
+  // the CPU backend's reference.
+  if (GetParam() == sa::backend_kind::cpu) GTEST_SKIP() << "compares another backend with the CPU";
+  const int32_t hd = 16, nh = 4, nkv = 2, page = 4, pages_cap = 800, cap = pages_cap * page, n_sel = 700;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> kh(static_cast<size_t>(nkv * cap * hd)), vh(kh.size()), qh(static_cast<size_t>(3 * nh * hd));
+  for (float& x : kh) x = u(rng);
+  for (float& x : vh) x = u(rng);
+  for (float& x : qh) x = u(rng);
+  std::vector<int32_t> pages;
+  for (int32_t r = 0; r < nkv; ++r) {
+    std::vector<int32_t> ids(static_cast<size_t>(pages_cap));
+    for (int32_t p = 0; p < pages_cap; ++p) ids[static_cast<size_t>(p)] = p;
+    std::shuffle(ids.begin(), ids.end(), rng);
+    ids.resize(static_cast<size_t>(n_sel));
+    std::sort(ids.begin(), ids.end());
+    pages.insert(pages.end(), ids.begin(), ids.end());
+  }
+  const int32_t n_keys = cap - 3;
+  const int32_t plan[4] = {n_keys, pages_cap, n_sel, 2};
+  std::vector<int32_t> stamps(static_cast<size_t>(nkv * pages_cap));
+  for (int32_t& x : stamps) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_keys + 1)) - 1;
+  const std::vector<int32_t> rows = {1000, 2500, n_keys - 2};
+  std::vector<float> outs[2], lses[2];
+  std::vector<int32_t> counts[2];
+  for (int which = 0; which < 2; ++which) {
+    auto be = sa::make_backend(which == 0 ? sa::backend_kind::cpu : GetParam(), 0, 1);
+    sa::step_buffer meta(*be);
+    std::vector<sa::buffer_ptr> owned;
+    auto up = [&](const std::vector<float>& h, int64_t cols, int64_t n_rows) {
+      sa::tensor t = sa::new_f32_tensor(*be, owned, cols, n_rows);
+      be->upload(*t.buf, 0, h.data(), h.size() * sizeof(float));
+      return t;
+    };
+    const sa::tensor k = up(kh, hd, nkv * cap), v = up(vh, hd, nkv * cap), q = up(qh, nh * hd, 3);
+    const sa::tensor out = up(std::vector<float>(qh.size()), nh * hd, 3), lse = up(std::vector<float>(3 * nh), nh, 3);
+    meta.clear();
+    const sa::tensor pt = meta.put(pages), plan_t = meta.put(std::span<const int32_t>(plan, 4));
+    const sa::tensor st = meta.put(stamps), rt = meta.put(rows);
+    sa::tensor keys = sa::new_tensor(*be, owned, sa::dtype::i32, nh, 3);
+    meta.flush();
+    be->attention_unseen_pages(q, sa::kv_view{&k, &v, cap, 0, nullptr}, nh, nkv, hd, page, true, pt, n_sel, plan_t,
+                               st, pages_cap, rt, 0.25f, out, lse, keys);
+    counts[which].resize(3 * nh);
+    outs[which].resize(qh.size());
+    lses[which].resize(3 * nh);
+    be->download(*keys.buf, 0, counts[which].data(), counts[which].size() * sizeof(int32_t));
+    be->download(*out.buf, 0, outs[which].data(), outs[which].size() * sizeof(float));
+    be->download(*lse.buf, 0, lses[which].data(), lses[which].size() * sizeof(float));
+  }
+  EXPECT_EQ(counts[1], counts[0]);
+  EXPECT_GT(counts[0][2 * nh], 100) << "the last row should see hundreds of unseen keys";
+  for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_NEAR(outs[1][i], outs[0][i], 1e-5) << i;
+  for (size_t i = 0; i < lses[0].size(); ++i) {
+    ASSERT_TRUE(std::isfinite(lses[0][i])) << "every set here is non-empty";
+    EXPECT_NEAR(lses[1][i], lses[0][i], 1e-4) << i;
+  }
 }
 
 // ---- sessions ------------------------------------------------------------------------------

@@ -25,7 +25,9 @@ enum scratch_slot : size_t {
   k_gemv_inputs = 6, // the rows of a matrix-vector product quantized to int16
   k_unseen_sets = 7, // RetroAttention: the key sets of past rows' unseen pages
   k_vattention = 8,  // vAttention: the draws' partials, the pilot's scores and norms
-  k_slots = 9
+  k_sets = 9,        // attention over key sets: split partials and merge counters (apart from
+                     // k_attention, which PRR's side stream may use meanwhile)
+  k_slots = 10
 };
 // A band of dequantized weight rows: at most this many bytes (it stays in L2 between the
 // dequantization and the product).
@@ -567,7 +569,8 @@ void cuda_backend::attention_sets(const tensor& q, const kv_view& kv, int32_t n_
   if (sets.offsets->elements() != s.items + 1)
     fail(SA_ERR_INTERNAL, "attention_sets: %lld offsets for %lld items",
          static_cast<long long>(sets.offsets->elements()), static_cast<long long>(s.items));
-  check(launch_attention_sets(a, s, stream_), "attention_sets");
+  const size_t work = attention_sets_workspace_bytes(a, s, n_sms_);
+  check(launch_attention_sets(a, s, work ? scratch(k_sets, work) : nullptr, n_sms_, stream_), "attention_sets");
 }
 
 void cuda_backend::merge_attention(const tensor& out, const tensor& lse, const tensor& out_b,
@@ -717,7 +720,9 @@ void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, in
   void* work = scratch(k_unseen_sets, unseen_sets_bytes(n * n_heads, select_bound, page_size));
   sets_args sets;
   check(launch_unseen_sets(u, work, sets, stream_), "attention_unseen_pages (key sets)");
-  check(launch_attention_sets(a, sets, stream_), "attention_unseen_pages");
+  const size_t sets_work = attention_sets_workspace_bytes(a, sets, n_sms_);
+  check(launch_attention_sets(a, sets, sets_work ? scratch(k_sets, sets_work) : nullptr, n_sms_, stream_),
+        "attention_unseen_pages");
 }
 
 namespace {
