@@ -47,7 +47,7 @@ constexpr int in_flight_of() {
 }
 
 // NX: input rows the sums are sized for (1, 2, 4 or 8); p.nx of them are used.
-template <typename W, int OUTS, int NX, bool SWIGLU>
+template <typename W, int OUTS, int NX, bool SWIGLU, int UCAP = 16>
 __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_params p) {
   pdl_begin();
   constexpr bool MULTI = NX > 1;
@@ -90,7 +90,9 @@ __global__ void __launch_bounds__(k_warps * k_warp) gemv_kernel(const gemv_param
   constexpr int U_one = W::int16_inputs && WR * OUTS == 1
                             ? in_flight_of<W>()
                             : (budget / raw_bytes >= 8 ? 8 : budget / raw_bytes >= 4 ? 4 : budget / raw_bytes >= 2 ? 2 : 1);
-  constexpr int U = NX == 1 ? U_one : (16 / NX < U_one ? 16 / NX : U_one);
+  // UCAP caps it where registers, not depth, bound a shape (run_rows).
+  constexpr int U0 = NX == 1 ? U_one : (16 / NX < U_one ? 16 / NX : U_one);
+  constexpr int U = U0 < UCAP ? U0 : UCAP;
   for (int64_t base = lane; base < n_chunks; base += U * k_warp) {
     typename W::raw r[U][WR][OUTS];
 #pragma unroll
@@ -174,7 +176,7 @@ __global__ void quantize_inputs_kernel(const float* x, int64_t n_blocks, int16_t
   if (lane == 0) xd[b] = d;
 }
 
-template <typename W, int OUTS, int NX>
+template <typename W, int OUTS, int NX, int UCAP = 16>
 cudaError_t run(gemv_params& p, void* inputs, cudaStream_t s) {
   if constexpr (W::int16_inputs) {
     const int64_t n_blocks = p.nx * (p.n_in / 32);
@@ -199,17 +201,20 @@ cudaError_t run(gemv_params& p, void* inputs, cudaStream_t s) {
   if (blocks == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(blocks)), block(k_warps * k_warp);
   if (swiglu)
-    launch_kernel(gemv_kernel<W, OUTS, NX, true>, grid, block, 0, s, p);
+    launch_kernel(gemv_kernel<W, OUTS, NX, true, UCAP>, grid, block, 0, s, p);
   else
-    launch_kernel(gemv_kernel<W, OUTS, NX, false>, grid, block, 0, s, p);
+    launch_kernel(gemv_kernel<W, OUTS, NX, false, UCAP>, grid, block, 0, s, p);
   return cudaGetLastError();
 }
 
 // The launch for p.nx input rows. Every input row costs a load of x per weight chunk (L1
-// traffic 2 to 8 times the weights' bytes per row), which bounds the products from two rows on
-// (2 rows: 35-44 % of the bandwidth with one output row per warp). A warp that takes several
-// output rows loads x once for all of them: float weights take as many as there are input rows
-// (at most 4), quantized ones two (their sums and quants take the registers).
+// traffic 2 to 8 times the weights' bytes per row), which bounds the products from two rows on.
+// A warp that takes several output rows loads x once for all of them: float weights take as
+// many as there are input rows from 4 rows on, quantized ones two (their sums and quants take
+// the registers). Two rows of float weights are the exception (RetroAttention's w = 2): one
+// output row per warp with 4 chunks in flight holds 60 registers, four blocks per SM, where
+// two output rows and 8 chunks held 120 and two blocks; on an H100, A/B in one run, the five
+// 8B shapes went from 60/25/76/65/98 % of the bandwidth to 70/40/81/84/99 %.
 template <typename W>
 cudaError_t run_rows(gemv_params& p, void* inputs, cudaStream_t s, bool pairs) {
   constexpr int many = W::int16_inputs ? 2 : 4;
@@ -218,6 +223,8 @@ cudaError_t run_rows(gemv_params& p, void* inputs, cudaStream_t s, bool pairs) {
       if (pairs) return run<W, 2, 1>(p, inputs, s);
     return run<W, 1, 1>(p, inputs, s);
   }
+  if constexpr (!W::int16_inputs)
+    if (p.nx == 2) return run<W, 1, 2, 4>(p, inputs, s);
   if (p.nx == 2) return run<W, 2, 2>(p, inputs, s);
   if (p.nx <= 4) return run<W, many, 4>(p, inputs, s);
   return run<W, many, k_max_x>(p, inputs, s);

@@ -1,6 +1,7 @@
 #include "gpu_bench_util.h"
 
 #ifdef SA_WITH_CUDA
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -80,6 +81,16 @@ double time_recorded(sa::backend& be, uint64_t key, int calls, const std::functi
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+void profiled(const std::function<void()>& step) {
+#ifdef SA_WITH_CUDA
+  cudaProfilerStart();
+  step();
+  cudaProfilerStop();
+#else
+  step();
+#endif
 }
 
 sa::session_config bench_session_config(const gpu_bench_options& o, int32_t n_ctx) {

@@ -40,6 +40,10 @@ uint64_t next_key();
 double time_recorded(sa::backend& be, uint64_t key, int calls, const std::function<void(int)>& call,
                      int reps = 7);
 
+// Runs `step` inside a profiler range (cudaProfilerStart / Stop in builds with CUDA), so that
+// `ncu --profile-from-start off` or `nsys --capture-range=cudaProfilerApi` sees just that step.
+void profiled(const std::function<void()>& step);
+
 // A session on the measured backend and device: an f16 cache of n_ctx tokens, prefill chunks of
 // --batch.
 sa::session_config bench_session_config(const gpu_bench_options& o, int32_t n_ctx);
