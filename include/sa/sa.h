@@ -12,6 +12,11 @@
 **     is available from sa_last_error() on the calling thread, and for session calls also
 **     from sa_session_errmsg().
 **   - ^A call that fails leaves its objects exactly as they were before the call.
+**   - ^When memory runs out (an allocation of the library's, or of SQLite's in the session
+**     store), the call returns SA_ERR_NOMEM with a message and, like any failed call, changes
+**     nothing: the model, the session (its history, logits, KV memory and sampler) and the
+**     store (which keeps its previous save) are as they were and go on working. The one
+**     exception is a decode step of a bounded memory (see sa_decode_step()).
 **   - Objects are opaque and used through pointers. Constructors return them through an
 **     out-parameter named out_*; destructors return void and accept NULL as a no-op.
 **   - ^Passing NULL, or a handle that was already destroyed, where a handle is required
@@ -534,8 +539,9 @@ typedef int32_t (*sa_progress_fn)(size_t n_done, size_t n_total, void *user_data
 ** Returns SA_OK; SA_ERR_CANCELLED (progress returned non-zero); SA_ERR_CONTEXT_FULL (the
 ** tokens do not fit in n_ctx); SA_ERR_INVALID_ARG (a token out of range: the message gives
 ** its index); SA_ERR_MISUSE; SA_ERR_NOMEM; SA_ERR_BACKEND.
-** ^On any error, including cancellation, the session is exactly as before the call. (For the
-** bounded memories this costs one copy of the fixed-size cache per call.)
+** ^On any error, including cancellation, the session is exactly as before the call, its
+** logits included. (For the bounded memories this costs one copy of the fixed-size cache per
+** call; on a GPU, logits never read since the last call are copied to the host first.)
 */
 SA_API sa_status sa_prefill(sa_session *session, const int32_t *tokens, size_t n_tokens,
                             sa_progress_fn progress, void *user_data);
@@ -556,12 +562,16 @@ SA_API sa_status sa_sample(sa_session *session, int32_t *out_token);
 ** [in]  token_in   the token to append (usually the one the previous step produced).
 ** [out] out_token  receives the sampled token; may be NULL to append without sampling.
 ** Returns SA_OK; SA_DONE when the sampled token is end-of-generation (it is still written);
-** SA_ERR_CONTEXT_FULL; SA_ERR_INVALID_ARG (token out of range); SA_ERR_MISUSE; SA_ERR_BACKEND.
+** SA_ERR_CONTEXT_FULL; SA_ERR_INVALID_ARG (token out of range); SA_ERR_MISUSE; SA_ERR_NOMEM;
+** SA_ERR_BACKEND.
 ** SA_DONE ends nothing: a later step appends whatever token it is given, the end-of-generation
 ** token included, and decodes on (a caller that stops there simply stops calling).
-** ^On any error from bad input the session is exactly as before the call. With a bounded
-** memory, a backend failure in the middle of the step leaves the session unusable: every later
-** call except sa_session_reset() and sa_session_destroy() returns SA_ERR_BACKEND.
+** ^On any error from bad input the session is exactly as before the call, and so is a dense or
+** full-memory session after any error but a backend failure (SA_ERR_NOMEM included: its
+** history, logits, KV memory and sampler state). A bounded memory (streaming, cascade) keeps
+** no copy of its cache per step, so a backend failure, or running out of memory, in the
+** middle of the step leaves the session unusable: every later call except sa_session_reset()
+** and sa_session_destroy() returns SA_ERR_BACKEND.
 **
 ** A generation loop:  sa_prefill(s, prompt, n, NULL, NULL); sa_sample(s, &t);
 **                     while (!sa_token_is_eog(m, t)) { print(t); sa_decode_step(s, t, &t); }
@@ -747,7 +757,8 @@ SA_API sa_status sa_backend_info(int32_t index, sa_backend_desc *out);
 **   - Every stored chunk carries a checksum that resuming verifies; resuming refuses a session
 **     saved with another model (a fingerprint of the GGUF metadata and tensor table), a store
 **     written by a newer version of sa, a file that is not an sa store, and corrupt data.
-**     Store failures are SA_ERR_STORE with a message saying which of these it was.
+**     Store failures are SA_ERR_STORE with a message saying which of these it was; SQLite
+**     running out of memory is SA_ERR_NOMEM.
 **   - Threading: a session saves through its own connection, so different sessions may save
 **     into the same file from different threads or processes at once (writers wait for each
 **     other up to a minute). The file must be on a local file system (SQLite's WAL mode).
@@ -768,10 +779,19 @@ SA_API sa_status sa_backend_info(int32_t index, sa_backend_desc *out);
 ** replaced. ^A session only replaces a stored session it saved itself or was resumed from: a
 ** new session whose id names an existing stored session gets SA_ERR_STORE (resume it, delete
 ** it with sa_store_delete(), or choose another id).
+** ^Two sessions saving under the same id at once, in one process or in two: the saves take
+** turns (a writer waits for the other), the first replaces the stored session, and from then
+** on every save of the other session fails with SA_ERR_STORE (the store holds a session it
+** neither resumed nor saved last). The store holds whole saves only and resumes to the last
+** that succeeded.
+** ^A store file deleted, renamed or replaced since the session last saved is not written to
+** again: the save goes to the file now at store_path (created when absent), and a file there
+** that holds another save under this id refuses it as above.
 ** Returns SA_OK; SA_ERR_MISUSE (bad handle, no store_path/session_id, or the session is
 ** unusable after a failed step); SA_ERR_STORE (the file cannot be created or written — a
 ** read-only directory, a full disk —, is not an sa store, or the id is taken; the message says
-** which). ^On failure the store keeps the previous save and the session is unchanged.
+** which); SA_ERR_NOMEM. ^On failure the store keeps the previous save and the session is
+** unchanged.
 ** Threading: the session's thread; saves of different sessions may run concurrently.
 **
 ** With autosave, sa_prefill() (and with SA_AUTOSAVE_ALWAYS also sa_decode_step()) saves after
@@ -824,7 +844,7 @@ typedef int32_t (*sa_store_list_fn)(const sa_stored_session *session, void *user
 ** [in] path      the store file; not NULL. A path where no file exists holds no sessions.
 ** [in] callback  not NULL; called on the calling thread before sa_store_list returns.
 ** Returns SA_OK (also when the callback stopped early); SA_ERR_INVALID_ARG (NULL arguments);
-** SA_ERR_STORE (not an sa store, newer schema, corrupt). Threading: any thread.
+** SA_ERR_STORE (not an sa store, newer schema, corrupt); SA_ERR_NOMEM. Threading: any thread.
 */
 SA_API sa_status sa_store_list(const char *path, sa_store_list_fn callback, void *user_data);
 
@@ -832,8 +852,8 @@ SA_API sa_status sa_store_list(const char *path, sa_store_list_fn callback, void
 ** sa_store_delete — remove a stored session and return its space to the file system.
 **
 ** Returns SA_OK; SA_ERR_INVALID_ARG (NULL arguments, no such file or session); SA_ERR_STORE
-** (read-only, not an sa store, newer schema, corrupt). A live session saved under that id
-** keeps working; its next save stores it anew. Threading: any thread.
+** (read-only, not an sa store, newer schema, corrupt); SA_ERR_NOMEM. A live session saved
+** under that id keeps working; its next save stores it anew. Threading: any thread.
 */
 SA_API sa_status sa_store_delete(const char *path, const char *session_id);
 

@@ -486,6 +486,10 @@ class backend {
   // (i32 [2], the bits of a double in [0, 1), drawn by the session's generator).
   virtual void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
                       const tensor& token) = 0;
+  // Called when a session is made: a backend whose sample op needs host memory for n_vocab
+  // candidates allocates it here (throwing SA_ERR_NOMEM or std::bad_alloc), so that a decode
+  // step cannot fail for want of memory after it has overwritten the logits.
+  virtual void reserve_sampling(int64_t n_vocab) { (void)n_vocab; }
 };
 
 // A new zeroed f32 [rows][cols] tensor in its own buffer, kept alive by `owned`.

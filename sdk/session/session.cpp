@@ -78,6 +78,7 @@ session::session(std::shared_ptr<const model> m, const session_config& c)
       ws_(*backend_, model_->hp(), config_.n_batch, 1),
       sampler_(c.sampling) {
   config_ = with_backend(config_, *backend_);
+  backend_->reserve_sampling(model_->hp().n_vocab);
   memory_ = make_memory(*backend_, *model_, *weights_, config_);
   if (config_.sparse.enabled()) {
     const auto& dense = static_cast<const dense_memory&>(*memory_);
@@ -109,6 +110,11 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress, 
   const auto t0 = std::chrono::steady_clock::now();
   backend_->bind_thread();
   const std::unique_ptr<kv_memory::snapshot> saved = snapshot ? memory_->save() : nullptr;
+  // The last chunk overwrites the logits on the backend, and the call may still fail after it
+  // (the progress callback cancels, PRR's fit runs out of memory, the device fails): the
+  // current logits are kept on the host to be put back.
+  if (logits_state_ == logits_state::on_backend) logits();
+  bool logits_overwritten = false;
   uint64_t kv_read = 0;
   try {
     tokens_.reserve(tokens_.size() + tokens.size());
@@ -116,6 +122,7 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress, 
       const size_t m = std::min(tokens.size() - done, static_cast<size_t>(config_.n_batch));
       const bool last = done + m == tokens.size();
       const batch b{batch_kind::prefill, tokens.subspan(done, m), 0};
+      logits_overwritten = last;
       kv_read += kv_bytes_read(forward(env(), b, last ? 1 : 0, nullptr));
       done += m;
       if (progress && !progress(done, tokens.size()))
@@ -132,6 +139,9 @@ void session::run(std::span<const int32_t> tokens, const progress_fn& progress, 
       memory_->restore(saved.get());
     else
       broken_ = "the session is unusable: an earlier step failed after changing the memory";
+    if (logits_overwritten && logits_state_ == logits_state::on_host)
+      backend_->upload(*ws_.logits.buf, ws_.logits.offset, logits_.data(),
+                       logits_.size() * sizeof(float));
     throw;
   }
   kv_bytes_read_last_ = kv_read;
@@ -151,30 +161,40 @@ void session::decode(int32_t token, int32_t* next) {
   check_tokens(std::span<const int32_t>(&token, 1));
   const auto t0 = std::chrono::steady_clock::now();
   backend_->bind_thread();
+  // What the step needs on the host is allocated before it changes anything: running out of
+  // memory there leaves the session as it was, and nothing after the forward pass (which
+  // overwrites the logits) can fail for want of memory. The rows: RetroAttention runs the
+  // window's past decode tokens again with the new one.
+  const size_t past = sparse_ ? static_cast<size_t>(sparse_->retro_rows()) : 0;
+  std::vector<int32_t> rows;
+  rows.reserve(past + 1);
+  rows.assign(tokens_.end() - static_cast<std::ptrdiff_t>(past), tokens_.end());
+  rows.push_back(token);
+  if (tokens_.size() == tokens_.capacity())
+    tokens_.reserve(std::max<size_t>(64, 2 * tokens_.size()));
+  const hparams& hp = model_->hp();
+  if (!sparse_)
+    dense_stats_.reserve(static_cast<size_t>(hp.n_layers) * static_cast<size_t>(hp.n_heads));
   const std::array<uint64_t, 4> rng = sampler_.state();
   // A dense memory forgets an unfinished step by itself; its snapshot is one counter.
   const std::unique_ptr<kv_memory::snapshot> saved =
       config_.memory == memory_kind::dense ? memory_->save() : nullptr;
   try {
-    // RetroAttention runs the window's past decode tokens again with the new one.
-    const size_t past = sparse_ ? static_cast<size_t>(sparse_->retro_rows()) : 0;
-    std::vector<int32_t> rows(tokens_.end() - static_cast<std::ptrdiff_t>(past), tokens_.end());
-    rows.push_back(token);
     const batch b{past ? batch_kind::retro : batch_kind::decode, rows,
                   static_cast<int64_t>(tokens_.size() - past)};
     token_draw draw{config_.sampling, 0.0};
     if (next) draw.u = sampler_.next_uniform();
-    kv_bytes_read_last_ = forward(env(), b, 1, next ? &draw : nullptr);
+    const uint64_t kv_read = forward(env(), b, 1, next ? &draw : nullptr);
     if (next)
       backend_->download(*ws_.token.buf, ws_.token.offset, next, sizeof *next);
     else
       backend_->synchronize();
-    tokens_.push_back(token);
+    tokens_.push_back(token);  // reserved above: cannot throw
     logits_state_ = logits_state::on_backend;
+    kv_bytes_read_last_ = kv_read;
     if (!sparse_) {
       // Every head of every layer read every key the memory holds.
       const auto keys = static_cast<int32_t>(std::min<uint64_t>(memory_->stats().tokens_held, INT32_MAX));
-      const hparams& hp = model_->hp();
       dense_stats_.resize(static_cast<size_t>(hp.n_layers) * static_cast<size_t>(hp.n_heads));
       for (int32_t l = 0; l < hp.n_layers; ++l)
         for (int32_t h = 0; h < hp.n_heads; ++h) {

@@ -2,10 +2,12 @@
 //
 // Calls are all-or-nothing. A prefill saves the memory's state first (for dense memory that is
 // one counter; for the bounded memories a copy of the fixed-size cache, once per call) and
-// restores it on any error or cancellation. A decode step validates everything before it
-// touches the memory; dense memory forgets an unfinished step for free, and should a bounded
-// memory fail in the middle of a step (a backend fault, never bad input), the session refuses
-// all further work rather than continue from a half-updated cache.
+// restores it on any error or cancellation, and the logits too when its last chunk had
+// overwritten them (they are kept on the host for that). A decode step validates everything
+// and allocates what it needs on the host before it touches the memory; dense memory forgets
+// an unfinished step for free, and should a bounded memory fail in the middle of a step (a
+// backend fault or running out of memory, never bad input), the session refuses all further
+// work rather than continue from a half-updated cache.
 //
 // The logits stay where they were computed: a decode step samples the next token on the
 // backend and downloads only that id; logits() downloads them on first use after a step.

@@ -198,6 +198,9 @@ session_config decode_config(const std::string& text, const std::string& what) {
   c.kv_type = dtype::f32;  // stores written before the setting existed held f32 K/V
   std::set<std::string> seen;
   std::istringstream in(text);
+  // An exception inside getline (no memory for the line) would otherwise only set badbit and
+  // end the loop early: the settings not read yet would silently keep their defaults.
+  in.exceptions(std::ios::badbit);
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;

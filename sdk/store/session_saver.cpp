@@ -47,6 +47,14 @@ session_saver::session_saver(std::string path, std::string name)
 }
 
 session_store& session_saver::store() {
+  // The file deleted or replaced since it was opened: SQLite would go on writing into the
+  // unlinked file. The path is opened anew; but first our WAL, still at the path and not
+  // removed when a moved file is closed, is emptied into the old file, so that SQLite cannot
+  // pair its frames with the new file there (which would corrupt that file).
+  if (store_ && store_->db().has_moved()) {
+    store_->db().empty_wal();
+    store_.reset();
+  }
   if (!store_) store_ = std::make_unique<session_store>(path_, session_store::open_mode::create);
   return *store_;
 }

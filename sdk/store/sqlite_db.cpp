@@ -31,6 +31,11 @@ std::string uri_escape(const std::string& path) {
   return out;
 }
 
+// SQLite running out of memory is the process running out of memory, not a store failure.
+sa_status status_of(int rc) {
+  return (rc & 0xff) == SQLITE_NOMEM || rc == SQLITE_IOERR_NOMEM ? SA_ERR_NOMEM : SA_ERR_STORE;
+}
+
 }  // namespace
 
 sqlite_db::sqlite_db(const std::string& path, access a) : path_(path), access_(a) {
@@ -50,7 +55,7 @@ sqlite_db::sqlite_db(const std::string& path, access a) : path_(path), access_(a
     const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close_v2(db_);
     db_ = nullptr;
-    fail(SA_ERR_STORE, "store '%s': cannot open: %s (%s)", path.c_str(), msg.c_str(),
+    fail(status_of(rc), "store '%s': cannot open: %s (%s)", path.c_str(), msg.c_str(),
          sqlite3_errstr(rc));
   }
   sqlite3_extended_result_codes(db_, 1);
@@ -62,6 +67,15 @@ sqlite_db::~sqlite_db() { sqlite3_close_v2(db_); }
 bool sqlite_db::writable() const {
   return access_ != access::read_only && access_ != access::immutable &&
          sqlite3_db_readonly(db_, "main") == 0;
+}
+
+bool sqlite_db::has_moved() const {
+  int moved = 0;
+  return sqlite3_file_control(db_, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved != 0;
+}
+
+void sqlite_db::empty_wal() {
+  sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
 }
 
 int64_t sqlite_db::changes() const { return sqlite3_changes64(db_); }
@@ -79,7 +93,7 @@ void sqlite_db::fail_with(int rc, const char* what) const {
     case SQLITE_BUSY: explain = " — another writer held the store too long"; break;
     default: break;
   }
-  fail(SA_ERR_STORE, "store '%s': %s: %s (%s)%s", path_.c_str(), what, sqlite3_errmsg(db_),
+  fail(status_of(rc), "store '%s': %s: %s (%s)%s", path_.c_str(), what, sqlite3_errmsg(db_),
        sqlite3_errstr(rc), explain);
 }
 

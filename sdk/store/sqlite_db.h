@@ -1,6 +1,7 @@
 // A thin RAII layer over the system SQLite library: a connection, prepared statements and
 // write transactions. Every SQLite failure becomes sa::error(SA_ERR_STORE) whose message names
-// the store file, what was being done and SQLite's own explanation.
+// the store file, what was being done and SQLite's own explanation; SQLite running out of
+// memory (SQLITE_NOMEM) becomes SA_ERR_NOMEM with the same message.
 //
 // A connection is used by one thread at a time (the session that owns it, or one call of
 // sa_store_*). Several connections, in one process or several, may write to one file: writers
@@ -40,10 +41,17 @@ class sqlite_db {
   // False when opened read-only or when SQLite fell back to read-only (a read-only file).
   bool writable() const;
   bool read_only() const { return !writable(); }
+  // True when the file this connection has open is no longer the one at its path: deleted,
+  // renamed, or replaced by another file (SQLITE_FCNTL_HAS_MOVED).
+  bool has_moved() const;
+  // Best effort: checkpoints the WAL into the database file and truncates it to zero bytes
+  // (SQLITE_CHECKPOINT_TRUNCATE); failures are ignored.
+  void empty_wal();
   // Rows changed by the last INSERT, UPDATE or DELETE on this connection.
   int64_t changes() const;
   int64_t last_insert_rowid() const;
-  // Throws SA_ERR_STORE: "store 'path': <what>: <SQLite's message> (<code name>)".
+  // Throws SA_ERR_STORE (SA_ERR_NOMEM for SQLITE_NOMEM): "store 'path': <what>: <SQLite's
+  // message> (<code name>)".
   [[noreturn]] void fail_with(int rc, const char* what) const;
 
  private:

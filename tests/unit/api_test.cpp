@@ -192,6 +192,42 @@ TEST_F(api, cancelled_prefill_rolls_back_exactly) {
   sa_session_destroy(b);
 }
 
+int32_t cancel_at_the_end(size_t done, size_t total, void*) { return done == total ? 1 : 0; }
+
+// Cancelled after its last chunk, whose pass has already written new logits: the session's
+// logits, and the token sampled from them, are still those from before the call (whether they
+// had been read before it or not).
+TEST_F(api, a_prefill_cancelled_after_its_last_chunk_keeps_the_logits_from_before) {
+  const std::vector<int32_t> head = tokenize("the cat");
+  const std::vector<int32_t> tail = tokenize("sat in the hat");
+  sa_session* b = make_session(0, 2);  // never sees the cancelled call
+  ASSERT_EQ(sa_prefill(b, head.data(), head.size(), nullptr, nullptr), SA_OK);
+  int32_t n_vocab = 0;
+  const float* lb = sa_session_logits(b, &n_vocab);
+  const std::vector<float> want(lb, lb + n_vocab);
+  int32_t want_token = -1;
+  const sa_status sb = sa_sample(b, &want_token);
+  ASSERT_TRUE(sb == SA_OK || sb == SA_DONE);
+  for (const bool read_before : {false, true}) {
+    SCOPED_TRACE(read_before ? "logits read before the call" : "logits not read before the call");
+    sa_session* a = make_session(0, 2);
+    ASSERT_EQ(sa_prefill(a, head.data(), head.size(), nullptr, nullptr), SA_OK);
+    if (read_before) {
+      ASSERT_NE(sa_session_logits(a, nullptr), nullptr);
+    }
+    EXPECT_EQ(sa_prefill(a, tail.data(), tail.size(), cancel_at_the_end, nullptr), SA_ERR_CANCELLED);
+    const float* la = sa_session_logits(a, &n_vocab);
+    ASSERT_NE(la, nullptr);
+    EXPECT_EQ(std::vector<float>(la, la + n_vocab), want);
+    int32_t token = -1;
+    const sa_status sa = sa_sample(a, &token);
+    ASSERT_TRUE(sa == SA_OK || sa == SA_DONE);
+    EXPECT_EQ(token, want_token) << "sampled from the cancelled call's logits";
+    sa_session_destroy(a);
+  }
+  sa_session_destroy(b);
+}
+
 // What a progress callback that calls back into its own session got from each call.
 struct reentry {
   sa_session* s = nullptr;

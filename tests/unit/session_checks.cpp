@@ -1,6 +1,7 @@
 #include "session_checks.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "test_util.h"
 #include "tiny_model.h"
@@ -34,10 +35,25 @@ void tiny_model_api::TearDown() {
   std::remove(db_.c_str());
 }
 
-std::vector<float> session_logits(sa_session* s) {
+std::vector<float> session_logits(const sa_session* s) {
   int32_t n = 0;
   const float* l = sa_session_logits(s, &n);
   return l ? std::vector<float>(l, l + n) : std::vector<float>();
+}
+
+std::vector<int32_t> session_tokens(const sa_session* s) {
+  const int32_t* t = nullptr;
+  size_t n = 0;
+  EXPECT_EQ(sa_session_tokens(s, &t, &n), SA_OK);
+  return std::vector<int32_t>(t, t + n);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void remove_store(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
 }
 
 resume_stats expect_bitwise_resume(sa_model* model, const sa_session_params& p,

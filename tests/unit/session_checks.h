@@ -28,7 +28,16 @@ class tiny_model_api : public ::testing::Test {
 };
 
 // The session's current logits (sa_session_logits), copied; empty when it has none.
-std::vector<float> session_logits(sa_session* s);
+std::vector<float> session_logits(const sa_session* s);
+
+// The session's token history (sa_session_tokens), copied.
+std::vector<int32_t> session_tokens(const sa_session* s);
+
+// Bitwise equality (also for NaN payloads and signed zeros).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
+
+// Removes a store file and the files SQLite keeps beside it.
+void remove_store(const std::string& path);
 
 // The statistics of the saved session (after all of `more`) and of the resumed one.
 struct resume_stats {

@@ -1,6 +1,8 @@
 // The session store: resumed sessions continue bitwise-identically to sessions that never
 // stopped; saves are atomic under SIGKILL; bad files, full disks, read-only directories and
-// other models give SA_ERR_STORE and lose nothing saved; sessions save from several threads.
+// other models give SA_ERR_STORE and lose nothing saved; a store file deleted or replaced under
+// an open session is never written through the old file; sessions save from several threads,
+// and two processes saving one session id leave one of their saves, whole.
 // These run on the CPU (their children fork, and a forked process cannot use a parent's GPU);
 // sessions saved and resumed on a GPU are in backend_model_test.cpp.
 #include <gtest/gtest.h>
@@ -28,6 +30,7 @@
 #include "memory/dense_memory.h"
 #include "sa/sa.h"
 #include "store/checksum.h"
+#include "session_checks.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -36,28 +39,6 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<int32_t> stream(size_t n, uint32_t seed) { return sa_test::token_stream(n, seed); }
-
-std::vector<float> logits_of(const sa_session* s) {
-  int32_t n = 0;
-  const float* p = sa_session_logits(s, &n);
-  return p ? std::vector<float>(p, p + n) : std::vector<float>();
-}
-
-// Bitwise equality (also for NaN payloads and signed zeros).
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<int32_t> tokens_of(const sa_session* s) {
-  const int32_t* t = nullptr;
-  size_t n = 0;
-  EXPECT_EQ(sa_session_tokens(s, &t, &n), SA_OK);
-  return std::vector<int32_t>(t, t + n);
-}
-
-void remove_store(const std::string& path) {
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
-}
 
 // A memory configuration to test resume with: one line each.
 struct config_case {
@@ -150,7 +131,7 @@ class store : public ::testing::Test {
     delete model_path_;
   }
   void SetUp() override { db_ = sa_test::temp_path("sessions.db"); }
-  void TearDown() override { remove_store(db_); }
+  void TearDown() override { sa_test::remove_store(db_); }
 
   sa_session_params params(const char* id, const std::function<void(sa_session_params&)>& set =
                                                nullptr) const {
@@ -179,7 +160,7 @@ class store : public ::testing::Test {
     const std::vector<int32_t> t = stream(n_tokens, 5);
     EXPECT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
     EXPECT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
-    std::vector<float> l = logits_of(s);
+    std::vector<float> l = sa_test::session_logits(s);
     sa_session_destroy(s);
     return l;
   }
@@ -219,8 +200,8 @@ TEST_P(store_resume, continues_bitwise_like_the_uninterrupted_session) {
     st = sa_decode_step(a, t, &t);
   }
   ASSERT_EQ(sa_session_save(a), SA_OK) << sa_session_errmsg(a);
-  const std::vector<float> saved_logits = logits_of(a);
-  const std::vector<int32_t> saved_tokens = tokens_of(a);
+  const std::vector<float> saved_logits = sa_test::session_logits(a);
+  const std::vector<int32_t> saved_tokens = sa_test::session_tokens(a);
   const int32_t pending = t;  // sampled, not yet appended
 
   // The uninterrupted session goes on: sample, append, record.
@@ -229,19 +210,19 @@ TEST_P(store_resume, continues_bitwise_like_the_uninterrupted_session) {
   int32_t u = pending;
   for (int i = 0; i < 12; ++i) {
     sa_decode_step(a, u, &u);
-    ref_logits.push_back(logits_of(a));
+    ref_logits.push_back(sa_test::session_logits(a));
     ref_tokens.push_back(u);
   }
   sa_session_destroy(a);
 
   sa_session* b = nullptr;
   ASSERT_EQ(resume("s", &b), SA_OK) << sa_last_error();
-  EXPECT_TRUE(same_bits(logits_of(b), saved_logits)) << "logits right after resume differ";
-  EXPECT_EQ(tokens_of(b), saved_tokens);
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(b), saved_logits)) << "logits right after resume differ";
+  EXPECT_EQ(sa_test::session_tokens(b), saved_tokens);
   int32_t v = pending;
   for (int i = 0; i < 12; ++i) {
     sa_decode_step(b, v, &v);
-    ASSERT_TRUE(same_bits(logits_of(b), ref_logits[static_cast<size_t>(i)]))
+    ASSERT_TRUE(sa_test::same_bits(sa_test::session_logits(b), ref_logits[static_cast<size_t>(i)]))
         << c.name << ": logits of step " << i << " after resume differ";
     ASSERT_EQ(v, ref_tokens[static_cast<size_t>(i)]) << "sampled token of step " << i;
   }
@@ -268,7 +249,7 @@ TEST_F(store, resume_then_save_again_is_incremental_and_stays_exact) {
   EXPECT_LT(second * 3, first) << first << " then " << second;
   ASSERT_EQ(sa_prefill(b, t.data() + 1010, 290, nullptr, nullptr), SA_OK);
   ASSERT_EQ(sa_session_save(b), SA_OK);
-  const std::vector<float> l = logits_of(b);
+  const std::vector<float> l = sa_test::session_logits(b);
   sa_session_destroy(b);
 
   // The same 1300 tokens in one uninterrupted session.
@@ -279,11 +260,11 @@ TEST_F(store, resume_then_save_again_is_incremental_and_stays_exact) {
   ASSERT_EQ(sa_prefill(r, t.data() + 1010, 290, nullptr, nullptr), SA_OK);
   sa_session* c = nullptr;
   ASSERT_EQ(resume("s", &c), SA_OK) << sa_last_error();
-  EXPECT_TRUE(same_bits(logits_of(c), logits_of(r)));
-  EXPECT_TRUE(same_bits(l, logits_of(r)));
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(c), sa_test::session_logits(r)));
+  EXPECT_TRUE(sa_test::same_bits(l, sa_test::session_logits(r)));
   sa_decode_step(c, 7, nullptr);
   sa_decode_step(r, 7, nullptr);
-  EXPECT_TRUE(same_bits(logits_of(c), logits_of(r)));
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(c), sa_test::session_logits(r)));
   sa_session_destroy(c);
   sa_session_destroy(r);
 }
@@ -297,13 +278,13 @@ TEST_F(store, reset_and_refill_rewrites_the_pages_it_replaced) {
   ASSERT_EQ(sa_prefill(a, y.data(), y.size(), nullptr, nullptr), SA_OK);
   ASSERT_EQ(sa_session_save(a), SA_OK);
   sa_decode_step(a, 9, nullptr);
-  const std::vector<float> want = logits_of(a);
+  const std::vector<float> want = sa_test::session_logits(a);
   sa_session_destroy(a);
   sa_session* b = nullptr;
   ASSERT_EQ(resume("s", &b), SA_OK) << sa_last_error();
-  EXPECT_EQ(tokens_of(b), y);
+  EXPECT_EQ(sa_test::session_tokens(b), y);
   sa_decode_step(b, 9, nullptr);
-  EXPECT_TRUE(same_bits(logits_of(b), want)) << "stale pages of the first conversation";
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(b), want)) << "stale pages of the first conversation";
   sa_session_destroy(b);
 }
 
@@ -341,19 +322,44 @@ TEST_F(store, dense_memory_rewrites_pages_from_its_dirty_watermark) {
 
 // ---- crash safety ----------------------------------------------------------------------
 
-// Child: resume (or start) session "crash", then forever: prefill the next chunk of the
-// stream, save, report the history length on the pipe.
-[[noreturn]] void crash_child(sa_model* model, const std::string& db, int memory, int fd,
-                              size_t chunk) {
-  sa_session_params p;
-  sa_session_params_init(&p);
+// What the crash test's children run: a memory, and for the full memory with Quest a sparse
+// decode step closing every chunk (so that saves land between sparse steps).
+struct crash_case {
+  const char* name;
+  int memory;
+  bool quest;
+};
+
+void crash_settings(sa_session_params& p, const crash_case& c) {
   p.backend = SA_BACKEND_CPU;
   p.n_threads = 1;
-  p.memory = memory;
+  p.memory = c.memory;
   p.n_ctx = 4096;
   p.n_sinks = 4;
   p.cache_tokens = 4 + 4 * 16;
   p.n_batch = 8;
+  if (c.quest) {
+    p.sparse = SA_SPARSE_QUEST;
+    p.page_size = 8;
+    p.budget_tokens = 32;  // sparse from the sixth page on
+    p.dense_layers = 0;
+  }
+}
+
+// One chunk of the stream into s: prefilled, or with Quest its last token as a decode step.
+sa_status feed_chunk(sa_session* s, const int32_t* t, size_t chunk, bool quest) {
+  if (!quest) return sa_prefill(s, t, chunk, nullptr, nullptr);
+  const sa_status st = sa_prefill(s, t, chunk - 1, nullptr, nullptr);
+  return st == SA_OK ? sa_decode_step(s, t[chunk - 1], nullptr) : st;
+}
+
+// Child: resume (or start) session "crash", then forever: feed the next chunk of the stream,
+// save, report the history length on the pipe.
+[[noreturn]] void crash_child(sa_model* model, const std::string& db, const crash_case& c, int fd,
+                              size_t chunk) {
+  sa_session_params p;
+  sa_session_params_init(&p);
+  crash_settings(p, c);
   p.store_path = db.c_str();
   p.session_id = "crash";
   sa_session* s = nullptr;
@@ -368,7 +374,7 @@ TEST_F(store, dense_memory_rewrites_pages_from_its_dirty_watermark) {
     size_t n = 0;
     sa_session_tokens(s, &t, &n);
     if (n + chunk > all.size()) _exit(0);
-    if (sa_prefill(s, all.data() + n, chunk, nullptr, nullptr) != SA_OK) _exit(4);
+    if (feed_chunk(s, all.data() + n, chunk, c.quest) != SA_OK) _exit(4);
     if (sa_session_save(s) != SA_OK) _exit(5);
     const uint64_t done = n + chunk;
     if (write(fd, &done, sizeof done) != sizeof done) _exit(6);
@@ -392,23 +398,17 @@ std::string integrity(const std::string& db) {
   return result;
 }
 
-class store_crash : public store, public ::testing::WithParamInterface<int> {};
+class store_crash : public store, public ::testing::WithParamInterface<crash_case> {};
 
 TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
-  const int memory = GetParam();
+  const crash_case& c = GetParam();
   const size_t chunk = 8;
   const char* env = std::getenv("SA_STORE_CRASH_TRIALS");
   const int trials = env ? std::max(50, std::atoi(env)) : 50;
   // Reference: the same chunks in one session; logits after every chunk.
   sa_session_params rp;
   sa_session_params_init(&rp);
-  rp.backend = SA_BACKEND_CPU;
-  rp.n_threads = 1;
-  rp.memory = memory;
-  rp.n_ctx = 4096;
-  rp.n_sinks = 4;
-  rp.cache_tokens = 4 + 4 * 16;
-  rp.n_batch = 8;
+  crash_settings(rp, c);
   sa_session* ref = nullptr;
   ASSERT_EQ(sa_session_create(model_, &rp, &ref), SA_OK);
   const std::vector<int32_t> all = stream(4096, 77);
@@ -416,8 +416,8 @@ TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
   auto ref_at = [&](size_t k) -> const std::vector<float>& {
     while (ref_logits.size() <= k) {
       const size_t n = (ref_logits.size() - 1) * chunk;
-      EXPECT_EQ(sa_prefill(ref, all.data() + n, chunk, nullptr, nullptr), SA_OK);
-      ref_logits.push_back(logits_of(ref));
+      EXPECT_EQ(feed_chunk(ref, all.data() + n, chunk, c.quest), SA_OK);
+      ref_logits.push_back(sa_test::session_logits(ref));
     }
     return ref_logits[k];
   };
@@ -432,7 +432,7 @@ TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       close(fds[0]);
-      crash_child(model_, db_, memory, fds[1], chunk);
+      crash_child(model_, db_, c, fds[1], chunk);
     }
     close(fds[1]);
     uint64_t x = 0;
@@ -457,13 +457,13 @@ TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
     const sa_status st = resume("crash", &s);
     if (st == SA_ERR_INVALID_ARG && reported == 0) continue;  // no save completed yet
     ASSERT_EQ(st, SA_OK) << "trial " << trial << ": " << sa_last_error();
-    const std::vector<int32_t> got = tokens_of(s);
+    const std::vector<int32_t> got = sa_test::session_tokens(s);
     // The last save reported, or the one whose commit finished just before the kill.
     ASSERT_TRUE(got.size() == reported || got.size() == reported + chunk)
         << "trial " << trial << ": " << got.size() << " tokens, last reported " << reported;
     if (got.size() != reported) ++killed_mid_save;
     ASSERT_TRUE(std::equal(got.begin(), got.end(), all.begin()));
-    ASSERT_TRUE(same_bits(logits_of(s), ref_at(got.size() / chunk))) << "trial " << trial;
+    ASSERT_TRUE(sa_test::same_bits(sa_test::session_logits(s), ref_at(got.size() / chunk))) << "trial " << trial;
     sa_session_destroy(s);
     known = got.size();
   }
@@ -474,10 +474,10 @@ TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
 }
 
 INSTANTIATE_TEST_SUITE_P(memories, store_crash,
-                         ::testing::Values(SA_MEMORY_DENSE, SA_MEMORY_CASCADE),
-                         [](const auto& param_info) {
-                           return std::string(param_info.param == SA_MEMORY_DENSE ? "dense" : "cascade");
-                         });
+                         ::testing::Values(crash_case{"dense", SA_MEMORY_DENSE, false},
+                                           crash_case{"cascade", SA_MEMORY_CASCADE, false},
+                                           crash_case{"full_quest", SA_MEMORY_FULL, true}),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // ---- bad files and failures ---------------------------------------------------------------
 
@@ -574,7 +574,7 @@ TEST_F(store, another_applications_database_is_refused_and_left_alone) {
   sa_session* s = create(params("chat"));
   EXPECT_EQ(sa_session_save(s), SA_ERR_STORE);
   sa_session_destroy(s);
-  remove_store(db_);
+  sa_test::remove_store(db_);
   sql(db_, "CREATE TABLE notes(x)");  // application_id 0 but not empty
   expect_resume_fails(SA_ERR_STORE, "another application");
 }
@@ -651,7 +651,7 @@ TEST_F(store, corrupted_chunk_fails_its_checksum) {
   flip_bit(db_, "dense/L1/v/p0");  // repaired: resumes again
   sa_session* s = nullptr;
   ASSERT_EQ(resume("chat", &s), SA_OK) << sa_last_error();
-  EXPECT_TRUE(same_bits(logits_of(s), saved));
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(s), saved));
   sa_session_destroy(s);
   flip_bit(db_, "session/config");
   expect_resume_fails(SA_ERR_STORE, "session/config");
@@ -701,20 +701,20 @@ TEST_F(store, hostile_values_behind_valid_checksums_are_refused) {
   sql(db_, "UPDATE blobs SET size = 9223372036854775800, n_chunks = 1 WHERE name = 'session/logits'");
   expect_resume_fails(SA_ERR_STORE, "blob 'session/logits' of session 'chat' claims 9223372036854775800 bytes");
   // Rectification pending in a session without sparsity.
-  remove_store(db_);
+  sa_test::remove_store(db_);
   saved_session("chat");
   rewrite_blob(db_, "session/rectify", [](std::vector<uint8_t>& b) { b[0] = 5; });
   expect_resume_fails(SA_ERR_STORE, "5 tokens awaiting rectification");
   // Sampling settings that creating a session refuses.
   for (const auto& [key, value] : {std::pair<const char*, const char*>{"temperature", "nan"}, {"top_p", "0"},
                                    {"top_k", "-5"}, {"page_size", "0"}}) {
-    remove_store(db_);
+    sa_test::remove_store(db_);
     saved_session("chat");
     rewrite_blob(db_, "session/config", set_config(key, value));
     expect_resume_fails(SA_ERR_STORE, key);
   }
   // A cascade whose token counter is INT64_MAX in every layer (the next push would overflow).
-  remove_store(db_);
+  sa_test::remove_store(db_);
   sa_session* s = create(params("chat", [](sa_session_params& p) {
     p.memory = SA_MEMORY_CASCADE;
     p.n_sinks = 4;
@@ -762,7 +762,7 @@ TEST_F(store, a_new_session_does_not_overwrite_a_stored_one) {
   sa_session_destroy(s);
   sa_session* r = nullptr;
   ASSERT_EQ(resume("chat", &r), SA_OK);
-  EXPECT_EQ(tokens_of(r), t);
+  EXPECT_EQ(sa_test::session_tokens(r), t);
   sa_session_destroy(r);
 }
 
@@ -771,7 +771,7 @@ TEST_F(store, full_disk_fails_the_save_and_keeps_the_previous_one) {
   const std::vector<int32_t> t = stream(1500, 6);
   ASSERT_EQ(sa_prefill(s, t.data(), 100, nullptr, nullptr), SA_OK);
   ASSERT_EQ(sa_session_save(s), SA_OK);
-  const std::vector<float> saved = logits_of(s);
+  const std::vector<float> saved = sa_test::session_logits(s);
   // The disk "fills": the file may grow by two pages only.
   sa::store::sqlite_db& db = s->saver->store().db();
   const int64_t pages = db.query_int("PRAGMA page_count", "test");
@@ -782,17 +782,17 @@ TEST_F(store, full_disk_fails_the_save_and_keeps_the_previous_one) {
       << sa_session_errmsg(s);
   sa_session* r = nullptr;
   ASSERT_EQ(resume("chat", &r), SA_OK) << sa_last_error();
-  EXPECT_EQ(tokens_of(r).size(), 100u);
-  EXPECT_TRUE(same_bits(logits_of(r), saved));
+  EXPECT_EQ(sa_test::session_tokens(r).size(), 100u);
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), saved));
   sa_session_destroy(r);
   // Room again: the next save succeeds and holds everything.
   db.exec("PRAGMA max_page_count = 1073741823", "test");
   ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
-  const std::vector<float> now = logits_of(s);
+  const std::vector<float> now = sa_test::session_logits(s);
   sa_session_destroy(s);
   ASSERT_EQ(resume("chat", &r), SA_OK) << sa_last_error();
-  EXPECT_EQ(tokens_of(r).size(), 1500u);
-  EXPECT_TRUE(same_bits(logits_of(r), now));
+  EXPECT_EQ(sa_test::session_tokens(r).size(), 1500u);
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), now));
   sa_decode_step(r, 5, nullptr);
   sa_session_destroy(r);
   EXPECT_EQ(integrity(db_), "ok");
@@ -862,9 +862,112 @@ TEST_F(store, read_only_directory_fails_saves_clearly_and_loses_nothing) {
   p.store_path = db.c_str();
   sa_session* r = nullptr;
   ASSERT_EQ(sa_session_resume(model_, &p, &r), SA_OK) << sa_last_error();
-  EXPECT_EQ(tokens_of(r), stream(300, 2));
+  EXPECT_EQ(sa_test::session_tokens(r), stream(300, 2));
   sa_session_destroy(r);
   fs::remove_all(dir);
+}
+
+// A consistent copy of a store that a session holds open: its WAL checkpointed into the file
+// first (what a backup tool does).
+void copy_store(const std::string& db, const std::string& copy) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(h);
+  sqlite3_close(h);
+  fs::copy_file(db, copy, fs::copy_options::overwrite_existing);
+}
+
+// The store's files deleted between two saves of a session that holds it open: SQLite would
+// go on writing into the unlinked file, so the next save must notice and create the store
+// again at its path.
+TEST_F(store, a_store_deleted_under_an_open_session_is_created_again_by_its_next_save) {
+  const std::vector<int32_t> t = stream(700, 12);
+  for (const bool all_files : {true, false}) {
+    SCOPED_TRACE(all_files ? "the database, its WAL and shared-memory files deleted"
+                           : "the database file deleted, its WAL left");
+    sa_test::remove_store(db_);
+    sa_session* s = create(params("chat"));
+    ASSERT_EQ(sa_prefill(s, t.data(), 300, nullptr, nullptr), SA_OK);
+    ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+    if (all_files)
+      sa_test::remove_store(db_);
+    else
+      ASSERT_EQ(std::remove(db_.c_str()), 0);
+    // The first dense page (saved already) must be written again into the new file.
+    ASSERT_EQ(sa_prefill(s, t.data() + 300, 300, nullptr, nullptr), SA_OK);
+    ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+    ASSERT_TRUE(fs::exists(db_)) << "the save went into the deleted file";
+    EXPECT_EQ(integrity(db_), "ok");
+    sa_session* r = nullptr;
+    ASSERT_EQ(resume("chat", &r), SA_OK) << sa_last_error();
+    EXPECT_EQ(sa_test::session_tokens(r), std::vector<int32_t>(t.begin(), t.begin() + 600));
+    EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), sa_test::session_logits(s)));
+    sa_session_destroy(r);
+    // Saves into the new file go on incrementally.
+    ASSERT_EQ(sa_prefill(s, t.data() + 600, 100, nullptr, nullptr), SA_OK);
+    ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+    ASSERT_EQ(resume("chat", &r), SA_OK) << sa_last_error();
+    EXPECT_EQ(sa_test::session_tokens(r), t);
+    sa_decode_step(s, 9, nullptr);
+    sa_decode_step(r, 9, nullptr);
+    EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), sa_test::session_logits(s)));
+    sa_session_destroy(r);
+    sa_session_destroy(s);
+    EXPECT_EQ(integrity(db_), "ok");
+  }
+}
+
+// The store's file replaced between two saves (a backup restored, another store moved there):
+// the next save goes into the file now at the path, which refuses it by name when it holds
+// another version of the session; what resumes is always that file's own save.
+TEST_F(store, a_store_replaced_under_an_open_session_takes_the_next_save_or_refuses_it) {
+  const std::string backup = sa_test::temp_path("backup.db");
+  const std::string other = sa_test::temp_path("other.db");
+  const std::vector<int32_t> t = stream(600, 13);
+  sa_session* s = create(params("chat"));
+  ASSERT_EQ(sa_prefill(s, t.data(), 300, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+  const std::vector<float> at_300 = sa_test::session_logits(s);
+  copy_store(db_, backup);
+  ASSERT_EQ(sa_prefill(s, t.data() + 300, 300, nullptr, nullptr), SA_OK);
+  ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+
+  // An older copy of the store moved over it: it holds a save this session has moved past.
+  ASSERT_EQ(std::rename(backup.c_str(), db_.c_str()), 0);
+  ASSERT_EQ(sa_prefill(s, t.data(), 10, nullptr, nullptr), SA_OK);
+  EXPECT_EQ(sa_session_save(s), SA_ERR_STORE);
+  EXPECT_NE(std::string(sa_session_errmsg(s)).find("neither resumed nor saved"), std::string::npos)
+      << sa_session_errmsg(s);
+  EXPECT_EQ(integrity(db_), "ok");
+  sa_session* r = nullptr;
+  ASSERT_EQ(resume("chat", &r), SA_OK) << sa_last_error();
+  EXPECT_EQ(sa_test::session_tokens(r), std::vector<int32_t>(t.begin(), t.begin() + 300));
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), at_300));
+  sa_session_destroy(r);
+
+  // A store of another session moved over it: the save adds this session to it.
+  {
+    sa_session_params p = params("other");
+    p.store_path = other.c_str();
+    sa_session* o = create(p);
+    ASSERT_EQ(sa_prefill(o, t.data(), 20, nullptr, nullptr), SA_OK);
+    ASSERT_EQ(sa_session_save(o), SA_OK) << sa_session_errmsg(o);
+    sa_session_destroy(o);  // closed: the file is complete without its WAL
+  }
+  ASSERT_EQ(std::rename(other.c_str(), db_.c_str()), 0);
+  ASSERT_EQ(sa_session_save(s), SA_OK) << sa_session_errmsg(s);
+  EXPECT_EQ(integrity(db_), "ok");
+  ASSERT_EQ(resume("chat", &r), SA_OK) << sa_last_error();
+  EXPECT_EQ(sa_test::session_tokens(r).size(), 610u);
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), sa_test::session_logits(s)));
+  sa_session_destroy(r);
+  ASSERT_EQ(resume("other", &r), SA_OK) << sa_last_error();
+  EXPECT_EQ(sa_test::session_tokens(r), std::vector<int32_t>(t.begin(), t.begin() + 20));
+  sa_session_destroy(r);
+  sa_session_destroy(s);
+  sa_test::remove_store(backup);
+  sa_test::remove_store(other);
 }
 
 // ---- listing, deleting, threads -----------------------------------------------------------
@@ -928,8 +1031,8 @@ TEST_F(store, two_threads_save_two_sessions_into_one_file) {
       failures[i] = st;
       if (st != SA_OK) messages[i] = sa_last_error();
     }
-    final_logits[i] = logits_of(s);
-    final_tokens[i] = tokens_of(s);
+    final_logits[i] = sa_test::session_logits(s);
+    final_tokens[i] = sa_test::session_tokens(s);
     sa_session_destroy(s);
   };
   std::thread a(work, 0), b(work, 1);
@@ -940,11 +1043,129 @@ TEST_F(store, two_threads_save_two_sessions_into_one_file) {
   for (int i = 0; i < 2; ++i) {
     sa_session* r = nullptr;
     ASSERT_EQ(resume(i == 0 ? "left" : "right", &r), SA_OK) << sa_last_error();
-    EXPECT_EQ(tokens_of(r), final_tokens[i]);
-    EXPECT_TRUE(same_bits(logits_of(r), final_logits[i]));
+    EXPECT_EQ(sa_test::session_tokens(r), final_tokens[i]);
+    EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), final_logits[i]));
     sa_session_destroy(r);
   }
   EXPECT_EQ(integrity(db_), "ok");
+}
+
+// What a child of the two-writer test reports after each of its saves.
+struct save_report {
+  int32_t status;
+  uint32_t n_tokens;  // the child's history when it saved
+  int32_t clear;      // 1: SA_OK, or SA_ERR_STORE with a message that says why
+};
+
+// Child of the two-writer test: resume session "same" from `db`, wait for the parent's go, then
+// 20 times: prefill the next 8 tokens of its own stream, save, report.
+[[noreturn]] void same_id_child(sa_model* model, const std::string& db, uint32_t seed, int go_fd,
+                                int report_fd) {
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CPU;  // forked: no GPU
+  p.n_threads = 1;
+  p.n_ctx = 2048;
+  p.store_path = db.c_str();
+  p.session_id = "same";
+  sa_session* s = nullptr;
+  if (sa_session_resume(model, &p, &s) != SA_OK) _exit(3);
+  char go = 0;
+  if (read(go_fd, &go, 1) != 1) _exit(6);
+  const std::vector<int32_t> mine = stream(160, seed);
+  for (size_t i = 0; i < 20; ++i) {
+    if (sa_prefill(s, mine.data() + i * 8, 8, nullptr, nullptr) != SA_OK) _exit(4);
+    save_report r{};
+    r.status = sa_session_save(s);
+    r.n_tokens = static_cast<uint32_t>(sa_test::session_tokens(s).size());
+    const std::string why = sa_session_errmsg(s);
+    const bool named = why.find("neither resumed nor saved") != std::string::npos ||
+                       why.find("another writer") != std::string::npos;
+    r.clear = r.status == SA_OK || (r.status == SA_ERR_STORE && named);
+    if (write(report_fd, &r, sizeof r) != sizeof r) _exit(6);
+  }
+  sa_session_destroy(s);
+  _exit(0);
+}
+
+// Two processes resume one stored session and save it under its id at the same time: the
+// writers take turns, the first save replaces the stored session, and every later save of the
+// other process is refused by name (it would overwrite a save it never saw). The store stays
+// sound and resumes exactly to the winner's last save.
+TEST_F(store, two_processes_saving_one_session_id_leave_one_of_their_saves_whole) {
+  saved_session("same", 100);
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  int reports[2][2];
+  pid_t pids[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(pipe(reports[i]), 0);
+    pids[i] = fork();
+    ASSERT_GE(pids[i], 0);
+    if (pids[i] == 0) {
+      close(go[1]);
+      close(reports[i][0]);
+      same_id_child(model_, db_, 40u + static_cast<uint32_t>(i), go[0], reports[i][1]);
+    }
+    close(reports[i][1]);
+  }
+  close(go[0]);
+  ASSERT_EQ(write(go[1], "gg", 2), 2);  // both start at once
+  close(go[1]);
+  std::vector<save_report> got[2];
+  for (int i = 0; i < 2; ++i) {
+    save_report r{};
+    while (read(reports[i][0], &r, sizeof r) == sizeof r) got[i].push_back(r);
+    close(reports[i][0]);
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << i << " failed";
+    ASSERT_EQ(got[i].size(), 20u);
+  }
+  // Each child's saves: clear statuses; its last success, if any.
+  uint32_t last_saved[2] = {0, 0};
+  int succeeded[2] = {0, 0};
+  for (int i = 0; i < 2; ++i)
+    for (const save_report& r : got[i]) {
+      EXPECT_TRUE(r.clear) << "child " << i << ": status " << r.status
+                           << " without a message saying why";
+      if (r.status == SA_OK) {
+        last_saved[i] = r.n_tokens;
+        ++succeeded[i];
+      }
+    }
+  std::printf("saves that succeeded: %d and %d of 20\n", succeeded[0], succeeded[1]);
+  ASSERT_TRUE(succeeded[0] > 0 || succeeded[1] > 0) << "neither process could save";
+  EXPECT_TRUE(succeeded[0] == 0 || succeeded[1] == 0) << "both replaced the stored session";
+
+  EXPECT_EQ(integrity(db_), "ok");
+  const int winner = succeeded[0] > 0 ? 0 : 1;
+  std::vector<int32_t> want = stream(100, 5);
+  const std::vector<int32_t> mine = stream(160, 40u + static_cast<uint32_t>(winner));
+  want.insert(want.end(), mine.begin(), mine.begin() + (last_saved[winner] - 100));
+  sa_session* r = nullptr;
+  ASSERT_EQ(resume("same", &r), SA_OK) << sa_last_error();
+  EXPECT_EQ(sa_test::session_tokens(r), want);
+  // The same history in one session that never stopped, in the same calls: the same logits.
+  sa_session* ref = create(params("reference"));
+  ASSERT_EQ(sa_prefill(ref, want.data(), 100, nullptr, nullptr), SA_OK);
+  for (size_t n = 100; n < want.size(); n += 8)
+    ASSERT_EQ(sa_prefill(ref, want.data() + n, 8, nullptr, nullptr), SA_OK);
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), sa_test::session_logits(ref)));
+  sa_decode_step(r, 3, nullptr);
+  sa_decode_step(ref, 3, nullptr);
+  EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(r), sa_test::session_logits(ref)));
+  sa_session_destroy(r);
+  sa_session_destroy(ref);
+  size_t listed = 0;
+  EXPECT_EQ(sa_store_list(db_.c_str(),
+                          [](const sa_stored_session*, void* n) {
+                            ++*static_cast<size_t*>(n);
+                            return 0;
+                          },
+                          &listed),
+            SA_OK);
+  EXPECT_EQ(listed, 1u);
 }
 
 TEST_F(store, autosave_after_prefill_and_misuse) {
@@ -955,7 +1176,7 @@ TEST_F(store, autosave_after_prefill_and_misuse) {
   ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK);
   sa_session* r = nullptr;
   ASSERT_EQ(resume("auto", &r), SA_OK) << sa_last_error();
-  EXPECT_EQ(tokens_of(r), t);
+  EXPECT_EQ(sa_test::session_tokens(r), t);
   sa_session_destroy(r);
   sa_session_destroy(s);
   // Bad combinations are refused at creation; a session without a store cannot save.
@@ -1007,19 +1228,19 @@ TEST(store_shipped_model, dense_and_cascade_resume_bitwise) {
     int32_t next = -1;
     sa_sample(a, &next);
     sa_decode_step(a, next, nullptr);
-    const std::vector<float> want = logits_of(a);
+    const std::vector<float> want = sa_test::session_logits(a);
     sa_session* b = nullptr;
     ASSERT_EQ(sa_session_resume(m, &p, &b), SA_OK) << sa_last_error();
     int32_t next_b = -1;
     sa_sample(b, &next_b);
     EXPECT_EQ(next_b, next);
     sa_decode_step(b, next_b, nullptr);
-    EXPECT_TRUE(same_bits(logits_of(b), want)) << p.session_id;
+    EXPECT_TRUE(sa_test::same_bits(sa_test::session_logits(b), want)) << p.session_id;
     sa_session_destroy(a);
     sa_session_destroy(b);
   }
   sa_model_destroy(m);
-  remove_store(db);
+  sa_test::remove_store(db);
 }
 
 }  // namespace

@@ -742,8 +742,13 @@ void cpu_backend::sample(const tensor& logits, const sampler_config& c, const te
   double u;
   std::memcpy(&u, data_of(uniform), sizeof u);
   const int32_t t = sample_logits({ptr<const float>(logits), static_cast<size_t>(logits.elements())},
-                                  c, u);
+                                  c, u, sample_scratch_);
   std::memcpy(data_of(token), &t, sizeof t);
+}
+
+void cpu_backend::reserve_sampling(int64_t n_vocab) {
+  sample_scratch_.ids.reserve(static_cast<size_t>(n_vocab));
+  sample_scratch_.p.reserve(static_cast<size_t>(n_vocab));
 }
 
 }  // namespace sa::cpu

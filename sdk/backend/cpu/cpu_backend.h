@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/ops.h"
 #include "backend/cpu/thread_pool.h"
 
 namespace sa::cpu {
@@ -124,6 +125,7 @@ class cpu_backend final : public backend {
                       const tensor* k, const tensor* v, int64_t capacity) override;
   void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
               const tensor& token) override;
+  void reserve_sampling(int64_t n_vocab) override;
 
   thread_pool& pool() { return pool_; }
 
@@ -136,6 +138,7 @@ class cpu_backend final : public backend {
 
   thread_pool pool_;
   std::vector<std::vector<float>> scratch_;  // one per thread
+  sample_scratch sample_scratch_;            // reserved by reserve_sampling
 };
 
 // Host pointer to a tensor's first byte (the tensor must live in a cpu_buffer).

@@ -109,5 +109,13 @@ void gather_rope_rows(thread_pool& pool, const kv_rows& src, int64_t src_capacit
 
 // The sampler's reference (see backend::sample).
 int32_t sample_logits(std::span<const float> logits, const sampler_config& c, double u);
+// The same with the candidates' working memory given: it allocates nothing when `scratch`
+// holds room for logits.size() candidates.
+struct sample_scratch {
+  std::vector<int32_t> ids;
+  std::vector<double> p;
+};
+int32_t sample_logits(std::span<const float> logits, const sampler_config& c, double u,
+                      sample_scratch& scratch);
 
 }  // namespace sa::cpu

@@ -9,11 +9,18 @@
 namespace sa::cpu {
 
 int32_t sample_logits(std::span<const float> logits, const sampler_config& c, double u) {
+  sample_scratch scratch;
+  return sample_logits(logits, c, u, scratch);
+}
+
+int32_t sample_logits(std::span<const float> logits, const sampler_config& c, double u,
+                      sample_scratch& scratch) {
   const int32_t n = static_cast<int32_t>(logits.size());
   if (c.temperature <= 0.0f)
     return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   // Candidates by decreasing logit (ties: lower id first), cut to top_k.
-  std::vector<int32_t> ids(static_cast<size_t>(n));
+  std::vector<int32_t>& ids = scratch.ids;
+  ids.resize(static_cast<size_t>(n));
   std::iota(ids.begin(), ids.end(), 0);
   const int32_t k = c.top_k > 0 ? std::min(c.top_k, n) : n;
   auto better = [&](int32_t a, int32_t b) {
@@ -24,7 +31,8 @@ int32_t sample_logits(std::span<const float> logits, const sampler_config& c, do
   ids.resize(static_cast<size_t>(k));
 
   // Softmax of logit / temperature in double.
-  std::vector<double> p(ids.size());
+  std::vector<double>& p = scratch.p;
+  p.resize(ids.size());
   const double top = logits[static_cast<size_t>(ids[0])];
   double sum = 0;
   for (size_t i = 0; i < ids.size(); ++i) {

@@ -1,6 +1,9 @@
 #include "backend/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <system_error>
+
+#include "core/error.h"
 
 namespace sa::cpu {
 
@@ -20,10 +23,25 @@ void split(int64_t n, int32_t parts, int32_t index, int64_t* begin, int64_t* end
 thread_pool::thread_pool(int32_t n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
-  for (int32_t i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+  // A worker that cannot start (no memory for its state or stack) fails the construction; the
+  // workers started before it are stopped first (a joinable std::thread destroyed would
+  // terminate the process).
+  try {
+    workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+    for (int32_t i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+  } catch (const std::system_error& e) {
+    stop_workers();
+    fail(SA_ERR_NOMEM, "cannot start CPU worker thread %zu of %d: %s", workers_.size() + 1,
+         n_threads_ - 1, e.what());
+  } catch (...) {
+    stop_workers();
+    throw;
+  }
 }
 
-thread_pool::~thread_pool() {
+thread_pool::~thread_pool() { stop_workers(); }
+
+void thread_pool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_.store(true);

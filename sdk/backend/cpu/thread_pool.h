@@ -23,7 +23,9 @@ namespace sa::cpu {
 
 class thread_pool {
  public:
-  explicit thread_pool(int32_t n_threads);  // 0 = hardware concurrency
+  // 0 = hardware concurrency. Throws SA_ERR_NOMEM (or std::bad_alloc) when a worker cannot
+  // start.
+  explicit thread_pool(int32_t n_threads);
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -37,6 +39,7 @@ class thread_pool {
 
  private:
   void worker(int32_t index);
+  void stop_workers();  // stops and joins the workers started
   void run_range(int32_t index);
 
   int32_t n_threads_;
