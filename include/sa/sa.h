@@ -507,7 +507,8 @@ SA_API void sa_session_params_init(sa_session_params *params);
 ** the message names it); SA_ERR_UNSUPPORTED (a backend not in this build, a CUDA device that
 ** is not present or has no usable driver, or a model shape that backend cannot run: the
 ** message says which); SA_ERR_NOMEM (also: the GPU's memory cannot hold the model or the KV
-** cache); SA_ERR_BACKEND (the device failed). The session holds a reference to the model (see
+** cache — the message gives the bytes asked for and the device's free memory; a session of
+** a smaller n_ctx may fit); SA_ERR_BACKEND (the device failed). The session holds a reference to the model (see
 ** "Objects and lifetimes"). Sessions on one device share one copy of the model's weights.
 */
 SA_API sa_status sa_session_create(sa_model *model, const sa_session_params *params,

@@ -526,6 +526,37 @@ TEST_F(api, backends_are_listed_and_a_missing_device_is_unsupported) {
   sa_session_destroy(s);
 }
 
+TEST_F(api, a_cache_larger_than_the_gpu_is_out_of_memory_and_a_smaller_one_works) {
+  // A session on the first CUDA device whose KV cache cannot fit (a billion tokens): SA_ERR_NOMEM
+  // with the bytes asked for; the model stays usable, and a session of a normal context on the
+  // same device then decodes.
+  int32_t cuda = -1;
+  for (int32_t i = 0; i < sa_backend_count() && cuda < 0; ++i) {
+    sa_backend_desc d{};
+    d.struct_size = sizeof d;
+    ASSERT_EQ(sa_backend_info(i, &d), SA_OK);
+    if (d.kind == SA_BACKEND_CUDA) cuda = d.device;
+  }
+  if (cuda < 0) GTEST_SKIP() << "no CUDA device";
+  sa_session_params p;
+  sa_session_params_init(&p);
+  p.backend = SA_BACKEND_CUDA;
+  p.device = cuda;
+  p.n_ctx = 1 << 30;
+  sa_session* s = nullptr;
+  EXPECT_EQ(sa_session_create(model_, &p, &s), SA_ERR_NOMEM) << sa_last_error();
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(sa_last_error()).find("bytes asked for"), std::string::npos) << sa_last_error();
+  p.n_ctx = 4096;
+  ASSERT_EQ(sa_session_create(model_, &p, &s), SA_OK) << sa_last_error();
+  const std::vector<int32_t> t = tokenize("hello world");
+  int32_t next = -1;
+  ASSERT_EQ(sa_prefill(s, t.data(), t.size(), nullptr, nullptr), SA_OK) << sa_session_errmsg(s);
+  ASSERT_EQ(sa_decode_step(s, t.back(), &next), SA_OK) << sa_session_errmsg(s);
+  EXPECT_GE(next, 0);
+  sa_session_destroy(s);
+}
+
 TEST_F(api, kv_type_sets_the_bytes_per_token) {
   const std::vector<int32_t> t = tokenize("hello world");
   for (int32_t kv : {SA_KV_F32, SA_KV_F16, SA_KV_BF16}) {

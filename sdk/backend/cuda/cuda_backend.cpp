@@ -80,7 +80,15 @@ void check(cudaError_t e, const char* what) {
 cuda_buffer::cuda_buffer(int device, size_t bytes) : device_(device), size_(bytes) {
   check(cudaSetDevice(device), "cudaSetDevice");
   void* p = nullptr;
-  check(cudaMalloc(&p, bytes == 0 ? 16 : bytes), "cudaMalloc");
+  const cudaError_t a = cudaMalloc(&p, bytes == 0 ? 16 : bytes);
+  if (a == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total = 0;
+    cudaMemGetInfo(&free_bytes, &total);
+    fail(SA_ERR_NOMEM, "CUDA: out of device memory: %zu bytes asked for, %zu free of %zu on device %d",
+         bytes, free_bytes, total, device);
+  }
+  check(a, "cudaMalloc");
   data_ = static_cast<uint8_t*>(p);
   // Zero-filled, and done before the buffer is handed out: the memset runs on the legacy
   // stream, which the backends' non-blocking streams do not wait for.
