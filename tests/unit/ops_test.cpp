@@ -897,8 +897,10 @@ TEST_P(ops, attention_stays_correct_across_calls_of_other_shapes_on_one_backend)
 TEST_P(ops, long_decode_rows_and_a_4k_prefill_agree_with_the_cpu) {
   // The shapes that split the keys over many blocks: a 4096-row causal prefill and single rows
   // over 20K and 70K keys. Then a chunk of 1100 rows ending at 1500 keys over 32 heads, enough
-  // blocks of rows not to split, with odd rows inside: 3 keys, 1, exactly one tile of 64.
-  // Checked against the CPU backend (double would take minutes).
+  // blocks of rows not to split, with odd rows inside: 3 keys, 1, exactly one tile of 64 (the
+  // shape of the CUDA kernel's two m-tiles per warp; software Vulkan would take minutes over
+  // it, and its kernel has no such path). Checked against the CPU backend (double would take
+  // minutes).
   if (cpu()) GTEST_SKIP() << "compares another backend with the CPU";
   std::vector<int32_t> chunk;
   for (int32_t i = 0; i < 1100; ++i) chunk.push_back(400 + i + 1);
@@ -910,6 +912,7 @@ TEST_P(ops, long_decode_rows_and_a_4k_prefill_agree_with_the_cpu) {
          {attention_shape{8, 2, 128, {20001}}, attention_shape{32, 8, 128, {70000}},
           attention_shape{4, 2, 64, {}}, attention_shape{32, 8, 128, chunk}}) {
       attention_shape s = sh;
+      if (s.kv_len.size() == chunk.size() && GetParam() != backend_kind::cuda) continue;
       if (s.kv_len.empty())
         for (int32_t i = 0; i < 4096; ++i) s.kv_len.push_back(i + 1);
       const int64_t cap = *std::max_element(s.kv_len.begin(), s.kv_len.end());

@@ -56,6 +56,15 @@ def graph_seconds(fn, calls, reps=7):
     return ts[len(ts) // 2]
 
 
+def append_json(path, records):
+    """Appends the records as JSON lines to path (nothing when path is empty)."""
+    if not path:
+        return
+    with open(path, "a") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
 def read_bandwidth():
     n = 1 << 30  # 2 GiB of f16
     x = torch.randn(n, dtype=torch.float16, device="cuda")
@@ -107,10 +116,7 @@ def main():
                             "tbps": tbps, "fraction_of_bw": tbps / bw, "max_abs_err": err})
         del ks, vs
         torch.cuda.empty_cache()
-    if args.json:
-        with open(args.json, "a") as f:
-            for r in records:
-                f.write(json.dumps(r) + "\n")
+    append_json(args.json, records)
 
 
 if __name__ == "__main__":

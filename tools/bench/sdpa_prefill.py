@@ -11,14 +11,13 @@ back-end does not take GQA, outside the timing (prefill attention is compute-bou
 usage: python3 tools/bench/sdpa_prefill.py [--keys 8192,32768,131072] [--rows 2048] [--json FILE]
 """
 import argparse
-import json
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
-from sdpa_decode import graph_seconds
+from sdpa_decode import append_json, graph_seconds
 
 
 def main():
@@ -55,10 +54,7 @@ def main():
                             "us": t * 1e6, "tflops": flops / t / 1e12})
         del q, k, v, ke, ve
         torch.cuda.empty_cache()
-    if args.json:
-        with open(args.json, "a") as f:
-            for r in records:
-                f.write(json.dumps(r) + "\n")
+    append_json(args.json, records)
 
 
 if __name__ == "__main__":
