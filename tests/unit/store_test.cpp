@@ -3,8 +3,9 @@
 // other models give SA_ERR_STORE and lose nothing saved; a store file deleted or replaced under
 // an open session is never written through the old file; sessions save from several threads,
 // and two processes saving one session id leave one of their saves, whole.
-// These run on the CPU (their children fork, and a forked process cannot use a parent's GPU);
-// sessions saved and resumed on a GPU are in backend_model_test.cpp.
+// These run on the CPU, but for SIGKILL during the saves of a session on a GPU (a forked
+// process cannot use its parent's GPU: that child runs this program afresh); other sessions
+// saved and resumed on a GPU are in backend_model_test.cpp.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -328,10 +329,11 @@ struct crash_case {
   const char* name;
   int memory;
   bool quest;
+  bool gpu = false;  // the session on the first CUDA device: its child process is started afresh
 };
 
 void crash_settings(sa_session_params& p, const crash_case& c) {
-  p.backend = SA_BACKEND_CPU;
+  p.backend = c.gpu ? SA_BACKEND_CUDA : SA_BACKEND_CPU;
   p.n_threads = 1;
   p.memory = c.memory;
   p.n_ctx = 4096;
@@ -398,13 +400,38 @@ std::string integrity(const std::string& db) {
   return result;
 }
 
+bool has_cuda_device() {
+  for (int32_t i = 0; i < sa_backend_count(); ++i) {
+    sa_backend_desc d{};
+    d.struct_size = sizeof d;
+    if (sa_backend_info(i, &d) == SA_OK && d.kind == SA_BACKEND_CUDA) return true;
+  }
+  return false;
+}
+
+// A GPU session's child: a forked copy of a process that has used CUDA cannot use it, so the
+// child executes this program again, running only the test below, which finds its case, pipe
+// and store in this variable ("memory|quest|fd|store").
+constexpr const char* k_crash_child_env = "SA_STORE_CRASH_CHILD";
+
+TEST_F(store, crash_child_started_by_the_gpu_crash_test) {
+  const char* env = std::getenv(k_crash_child_env);
+  if (!env) GTEST_SKIP() << "the GPU crash test's child process: runs when that test starts it";
+  int memory = 0, quest = 0, fd = -1;
+  char path[4096] = {};
+  ASSERT_EQ(std::sscanf(env, "%d|%d|%d|%4095[^\n]", &memory, &quest, &fd, path), 4) << env;
+  crash_child(model_, path, crash_case{"child", memory, quest != 0, true}, fd, 8);
+}
+
 class store_crash : public store, public ::testing::WithParamInterface<crash_case> {};
 
 TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
   const crash_case& c = GetParam();
+  if (c.gpu && !has_cuda_device()) GTEST_SKIP() << "no CUDA device";
   const size_t chunk = 8;
   const char* env = std::getenv("SA_STORE_CRASH_TRIALS");
-  const int trials = env ? std::max(50, std::atoi(env)) : 50;
+  // A GPU child starts a process, the CUDA runtime and the model: fewer trials.
+  const int trials = c.gpu ? 16 : env ? std::max(50, std::atoi(env)) : 50;
   // Reference: the same chunks in one session; logits after every chunk.
   sa_session_params rp;
   sa_session_params_init(&rp);
@@ -432,7 +459,13 @@ TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       close(fds[0]);
-      crash_child(model_, db_, c, fds[1], chunk);
+      if (!c.gpu) crash_child(model_, db_, c, fds[1], chunk);
+      const std::string spec = std::to_string(c.memory) + "|" + std::to_string(c.quest ? 1 : 0) + "|" +
+                               std::to_string(fds[1]) + "|" + db_;
+      setenv(k_crash_child_env, spec.c_str(), 1);
+      execl("/proc/self/exe", "store_test", "--gtest_filter=store.crash_child_started_by_the_gpu_crash_test",
+            static_cast<char*>(nullptr));
+      _exit(7);
     }
     close(fds[1]);
     uint64_t x = 0;
@@ -454,7 +487,9 @@ TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
     }
     ASSERT_EQ(integrity(db_), "ok") << "trial " << trial;
     sa_session* s = nullptr;
-    const sa_status st = resume("crash", &s);
+    sa_session_params rsp = params("crash");
+    rsp.backend = rp.backend;  // resumed where it ran, to compare bitwise with the reference
+    const sa_status st = sa_session_resume(model_, &rsp, &s);
     if (st == SA_ERR_INVALID_ARG && reported == 0) continue;  // no save completed yet
     ASSERT_EQ(st, SA_OK) << "trial " << trial << ": " << sa_last_error();
     const std::vector<int32_t> got = sa_test::session_tokens(s);
@@ -476,7 +511,9 @@ TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
 INSTANTIATE_TEST_SUITE_P(memories, store_crash,
                          ::testing::Values(crash_case{"dense", SA_MEMORY_DENSE, false},
                                            crash_case{"cascade", SA_MEMORY_CASCADE, false},
-                                           crash_case{"full_quest", SA_MEMORY_FULL, true}),
+                                           crash_case{"full_quest", SA_MEMORY_FULL, true},
+                                           crash_case{"dense_cuda", SA_MEMORY_DENSE, false, true},
+                                           crash_case{"cascade_cuda", SA_MEMORY_CASCADE, false, true}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // ---- bad files and failures ---------------------------------------------------------------
