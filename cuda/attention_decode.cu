@@ -17,7 +17,7 @@
 // Bytes: K and V of the keys attended once (kv_len * n_kv_heads * head_dim * 2 * elem) plus q,
 // out and the partials (n_splits * n_heads * (head_dim + 1) * 4, written and read once).
 //
-// attention_sets: grid (split, item = row x query head), the same block over a share of the
+// attention_sets: grid (item = row x query head, split), the same block over a share of the
 // item's listed keys (their number is read on the device), merged by the item's last block as
 // above. The splits follow the sets' host-side bound on a set's size: a few dozen items of a
 // thousand keys or more (RetroAttention's past rows) took one block each and left most SMs
@@ -587,10 +587,10 @@ __global__ void __launch_bounds__(k_threads) attention_sets_kernel(const attenti
                                                                    float* part_o, float* part_lse,
                                                                    int32_t* counters) {
   pdl_begin();
-  // grid: (n_splits, items: row * n_heads + h); one query head, a contiguous share of its
+  // grid: (items: row * n_heads + h, n_splits); one query head, a contiguous share of its
   // listed keys (their number is on the device); the last split of an item merges.
-  const int32_t split = blockIdx.x;
-  const int64_t item = blockIdx.y;
+  const int64_t item = blockIdx.x;
+  const int32_t split = blockIdx.y;
   const int64_t row = item / a.n_heads;
   const int32_t h = static_cast<int32_t>(item % a.n_heads);
   key_source src;
@@ -1002,7 +1002,7 @@ cudaError_t launch_attention_sets(const attention_args& a, const sets_args& sets
   float* po = work ? reinterpret_cast<float*>(counters + MAX_COUNTERS) : nullptr;
   float* pl = po ? po + static_cast<size_t>(a.n) * a.n_heads * n_splits * a.head_dim : nullptr;
   return dispatch<sets_k, 1>(a, 1, [&](auto k) -> cudaError_t {
-    return k.launch(dim3(static_cast<unsigned>(n_splits), static_cast<unsigned>(sets.items)), s, a, sets,
+    return k.launch(dim3(static_cast<unsigned>(sets.items), static_cast<unsigned>(n_splits)), s, a, sets,
                     n_splits, po, pl, counters);
   });
 }
