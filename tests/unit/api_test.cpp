@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sa/sa.h"
+#include "session_checks.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -530,13 +531,7 @@ TEST_F(api, a_cache_larger_than_the_gpu_is_out_of_memory_and_a_smaller_one_works
   // A session on the first CUDA device whose KV cache cannot fit (a billion tokens): SA_ERR_NOMEM
   // with the bytes asked for; the model stays usable, and a session of a normal context on the
   // same device then decodes.
-  int32_t cuda = -1;
-  for (int32_t i = 0; i < sa_backend_count() && cuda < 0; ++i) {
-    sa_backend_desc d{};
-    d.struct_size = sizeof d;
-    ASSERT_EQ(sa_backend_info(i, &d), SA_OK);
-    if (d.kind == SA_BACKEND_CUDA) cuda = d.device;
-  }
+  const int32_t cuda = sa_test::first_cuda_device();
   if (cuda < 0) GTEST_SKIP() << "no CUDA device";
   sa_session_params p;
   sa_session_params_init(&p);

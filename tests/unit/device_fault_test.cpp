@@ -65,19 +65,10 @@ int break_the_context(std::string* why) {
   return sync();
 }
 
-bool has_cuda_device() {
-  for (int32_t i = 0; i < sa_backend_count(); ++i) {
-    sa_backend_desc d{};
-    d.struct_size = sizeof d;
-    if (sa_backend_info(i, &d) == SA_OK && d.kind == SA_BACKEND_CUDA) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 TEST(device_fault, a_lost_gpu_fails_every_call_of_its_sessions_and_the_cpu_goes_on) {
-  if (!has_cuda_device()) GTEST_SKIP() << "no CUDA device";
+  if (sa_test::first_cuda_device() < 0) GTEST_SKIP() << "no CUDA device";
   sa_model* model = nullptr;
   ASSERT_EQ(sa_model_load((sa_test::models_dir() + "/sa-default-q8_0.gguf").c_str(), nullptr, &model), SA_OK) << sa_last_error();
   const std::vector<int32_t> prompt = sa_test::token_stream(40, 5);

@@ -56,6 +56,15 @@ void remove_store(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
 }
 
+int32_t first_cuda_device() {
+  for (int32_t i = 0; i < sa_backend_count(); ++i) {
+    sa_backend_desc d{};
+    d.struct_size = sizeof d;
+    if (sa_backend_info(i, &d) == SA_OK && d.kind == SA_BACKEND_CUDA) return d.device;
+  }
+  return -1;
+}
+
 resume_stats expect_bitwise_resume(sa_model* model, const sa_session_params& p,
                                    const std::vector<int32_t>& prompt,
                                    const std::vector<int32_t>& more, size_t split) {

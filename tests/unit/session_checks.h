@@ -39,6 +39,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 // Removes a store file and the files SQLite keeps beside it.
 void remove_store(const std::string& path);
 
+// The device index of the first CUDA device sa_backend_info() lists, or -1 when there is none.
+int32_t first_cuda_device();
+
 // The statistics of the saved session (after all of `more`) and of the resumed one.
 struct resume_stats {
   sa_stats saved{}, resumed{};

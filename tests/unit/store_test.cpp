@@ -400,15 +400,6 @@ std::string integrity(const std::string& db) {
   return result;
 }
 
-bool has_cuda_device() {
-  for (int32_t i = 0; i < sa_backend_count(); ++i) {
-    sa_backend_desc d{};
-    d.struct_size = sizeof d;
-    if (sa_backend_info(i, &d) == SA_OK && d.kind == SA_BACKEND_CUDA) return true;
-  }
-  return false;
-}
-
 // A GPU session's child: a forked copy of a process that has used CUDA cannot use it, so the
 // child executes this program again, running only the test below, which finds its case, pipe
 // and store in this variable ("memory|quest|fd|store").
@@ -427,7 +418,7 @@ class store_crash : public store, public ::testing::WithParamInterface<crash_cas
 
 TEST_P(store_crash, sigkill_during_saves_never_loses_the_last_completed_save) {
   const crash_case& c = GetParam();
-  if (c.gpu && !has_cuda_device()) GTEST_SKIP() << "no CUDA device";
+  if (c.gpu && sa_test::first_cuda_device() < 0) GTEST_SKIP() << "no CUDA device";
   const size_t chunk = 8;
   const char* env = std::getenv("SA_STORE_CRASH_TRIALS");
   // A GPU child starts a process, the CUDA runtime and the model: fewer trials.
