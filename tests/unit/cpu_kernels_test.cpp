@@ -101,6 +101,21 @@ TEST_P(cpu_kernels, scaled_adds_equal_the_reference_bitwise) {
   }
 }
 
+// Where a test's weight rows start in misaligned_weights(): one byte in, so that no row or
+// block is aligned (f32 rows, which the reference reads in place, are as aligned as a model
+// file keeps them).
+size_t weight_offset(dtype type) { return type == dtype::f32 ? 0 : 1; }
+
+// n_out random rows of n_in weights stored as `type`, starting weight_offset(type) bytes in.
+std::vector<uint8_t> misaligned_weights(dtype type, int64_t n_in, int64_t n_out) {
+  const size_t row = static_cast<size_t>(sa::row_bytes(type, n_in)), at = weight_offset(type);
+  std::vector<uint8_t> w(row * static_cast<size_t>(n_out) + 1);
+  const std::vector<float> wf = sa_test::random_normal(static_cast<size_t>(n_out * n_in), 3, 0.5f);
+  for (int64_t o = 0; o < n_out; ++o)
+    sa::quantize_row(type, wf.data() + o * n_in, w.data() + at + static_cast<size_t>(o) * row, n_in);
+  return w;
+}
+
 TEST_P(cpu_kernels, matrix_products_of_every_type_equal_the_reference_bitwise) {
   sa::cpu::thread_pool pool(2);
   sa::cpu::scratch_t scratch(2);
@@ -114,13 +129,8 @@ TEST_P(cpu_kernels, matrix_products_of_every_type_equal_the_reference_bitwise) {
       for (int64_t n : {1, 2, 4, 5, 9}) {  // <= 4: the fused decode kernels; more: tiles
         const int64_t n_out = 13;            // not a multiple of the 4-row groups
         const size_t row = static_cast<size_t>(sa::row_bytes(type, n_in));
-        // One byte of offset: no row or block is aligned (f32 rows, which the reference reads in
-        // place, are as aligned as a model file keeps them).
-        const size_t at = type == dtype::f32 ? 0 : 1;
-        std::vector<uint8_t> w(row * static_cast<size_t>(n_out) + 1);
-        const std::vector<float> wf = sa_test::random_normal(static_cast<size_t>(n_out * n_in), 3, 0.5f);
-        for (int64_t o = 0; o < n_out; ++o)
-          sa::quantize_row(type, wf.data() + o * n_in, w.data() + at + static_cast<size_t>(o) * row, n_in);
+        const size_t at = weight_offset(type);
+        const std::vector<uint8_t> w = misaligned_weights(type, n_in, n_out);
         const std::vector<float> x = sa_test::random_normal(static_cast<size_t>(n * n_in), 4);
         for (bool accumulate : {false, true}) {
           std::vector<float> want(static_cast<size_t>(n * n_out), 0.25f), got = want;
@@ -380,11 +390,8 @@ TEST_P(cpu_int8_kernels, matrix_products_are_the_oracles_and_near_the_reference)
       for (int64_t n : {1, 2, 4, 5, 9}) {
         const int64_t n_out = 13;
         const size_t row = static_cast<size_t>(sa::row_bytes(type, n_in));
-        const size_t at = type == dtype::f32 ? 0 : 1;
-        std::vector<uint8_t> w(row * static_cast<size_t>(n_out) + 1);
-        const std::vector<float> wf = sa_test::random_normal(static_cast<size_t>(n_out * n_in), 3, 0.5f);
-        for (int64_t o = 0; o < n_out; ++o)
-          sa::quantize_row(type, wf.data() + o * n_in, w.data() + at + static_cast<size_t>(o) * row, n_in);
+        const size_t at = weight_offset(type);
+        const std::vector<uint8_t> w = misaligned_weights(type, n_in, n_out);
         std::vector<float> x;
         for (int64_t i = 0; i < n; ++i) {
           const std::vector<float> xi = awkward_input(n_in, 40 + static_cast<uint64_t>(i));
