@@ -212,29 +212,31 @@ cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt
                                    int32_t n_sms, cudaStream_t s);
 
 // ---- pages (pages.cu) ------------------------------------------------------------------------
+// Summaries [n_kv_heads][pages_capacity][2][head_dim] of sum_type: f32, or the keys' own type
+// (summarize takes only those two; the scoring kernels read f32, f16 or bf16).
 cudaError_t launch_summarize_pages(const void* k, etype kv_type, int64_t capacity, int32_t n_kv_heads,
                                    int32_t head_dim, int32_t page_size, int64_t n_keys,
-                                   int64_t first_page, int64_t n_pages, float* summaries,
+                                   int64_t first_page, int64_t n_pages, void* summaries, etype sum_type,
                                    int64_t pages_capacity, cudaStream_t s);
-cudaError_t launch_page_scores(const float* q, const float* summaries, int64_t pages_capacity,
+cudaError_t launch_page_scores(const float* q, const void* summaries, etype sum_type, int64_t pages_capacity,
                                int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                int64_t n_pages, bool group_mean, float* scores, cudaStream_t s);
 // Summaries of page (n_keys - 1) / page_size, n_keys = plan[0] (the decode row's page).
 cudaError_t launch_summarize_newest_page(const void* k, etype kv_type, int64_t capacity,
                                          int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
-                                         const int32_t* plan, float* summaries,
+                                         const int32_t* plan, void* summaries, etype sum_type,
                                          int64_t pages_capacity, cudaStream_t s);
 // Quest's scores of pages [0, plan[1]) into scores [rankers][pages_bound] (quest_scores), then
 // each ranker's forced pages and its plan[3] best others, ascending, into pages
 // [rankers][select_bound] (top_pages); select_pages runs both.
-cudaError_t launch_quest_scores(const float* q, const float* summaries, int64_t pages_capacity,
+cudaError_t launch_quest_scores(const float* q, const void* summaries, etype sum_type, int64_t pages_capacity,
                                 int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                 bool group_mean, const int32_t* plan, int64_t pages_bound,
                                 float* scores, cudaStream_t s);
 cudaError_t launch_top_pages(const float* scores, int32_t n_rankers, int64_t pages_bound, int32_t sink_pages,
                              int32_t local_pages, const int32_t* plan, int32_t* pages, int64_t select_bound,
                              cudaStream_t s);
-cudaError_t launch_select_pages(const float* q, const float* summaries, int64_t pages_capacity,
+cudaError_t launch_select_pages(const float* q, const void* summaries, etype sum_type, int64_t pages_capacity,
                                 int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                 bool group_mean, int32_t sink_pages, int32_t local_pages,
                                 const int32_t* plan, int64_t pages_bound, float* scores,

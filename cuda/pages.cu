@@ -1,34 +1,41 @@
 // Page summaries (element-wise key min/max per page and KV head) and Quest's bound of a query
 // against every page: what query-aware page selection reads instead of the keys.
 //
+// Summaries are f32 or the keys' own type (backend::page_summary_type: f16 or bf16 summaries of
+// an f16 or bf16 cache are exact, since a max or min of keys is one of the keys, and halve what
+// selection reads).
+//   [n_kv_heads][pages_capacity][2][head_dim]   [..][0] = max, [..][1] = min
+//
 // summarize: grid (pages, KV heads), head_dim threads: reads the page's keys once (page_size *
-// head_dim elements), writes 2 * head_dim floats. page_scores: a thread per (ranker, page):
-// reads the page's two summary rows (8 * head_dim bytes), so the whole pass moves 1/page_size of
-// the keys' bytes (in f32).
+// head_dim elements), writes 2 * head_dim summary elements. page_scores: a thread per (ranker,
+// page): reads the page's two summary rows, so the whole pass moves 1/page_size of the keys'
+// bytes (f32 summaries: twice that of an f16 cache).
 //
 // select_pages, two kernels (Quest on the device: a decode step's page ids never leave the GPU):
-//   quest_scores: grid (blocks of pb pages, KV heads), 128 threads. The block stages its pages'
-//     summaries [pb][2 * head_dim (+1 pad)] f32 in shared memory with coalesced loads, then a
-//     thread per (page, ranker of this KV head) sums max(u kmax, u kmin) over the dims in order
-//     (the CPU's arithmetic, so every backend ranks the same pages). Bytes: the summaries of
-//     n_pages pages once per KV head (8 * head_dim per page and head), q, the scores.
+//   quest_scores: persistent blocks of 128 over tiles of a KV head's pages, double-buffered by
+//     cp.async, a thread per (page, ranker of the KV head) summing max(u kmax, u kmin) over the
+//     dims in order (the CPU's arithmetic, so every backend ranks the same pages). Bytes: the
+//     summaries of n_pages pages once per KV head, q, the scores.
 //   top_pages: a block of 1024 per ranker, each thread holding a run of consecutive pages (up
-//     to 16 in registers). A radix select (four 8-bit passes over an order-preserving integer
-//     of each score, histograms in shared memory, one atomic per distinct bin of a warp) finds
-//     the take-th best score among the pages that are not forced; prefix sums over the runs'
-//     counts then place the forced pages, those above it and the first of those equal to it in
-//     page order (ties: the lower page), ascending. Bytes: the ranker's scores once (longer
-//     rankers: five times, from L2) and the selected ids.
+//     to 16 in registers). A radix select (8-bit passes over an order-preserving integer of each
+//     score, below the bits every score shares; per-warp histograms in shared memory; the last
+//     few keys of the threshold's bin ranked directly) finds the take-th best score among the
+//     pages that are not forced; prefix sums over the runs' counts then place the forced pages,
+//     those above it and the first of those equal to it in page order (ties: the lower page),
+//     ascending. Bytes: the ranker's scores once (longer rankers: once per pass, from L2) and
+//     the selected ids.
+#include <algorithm>
+
 #include "common.cuh"
 
 namespace sa::cuda {
 
 namespace {
 
-template <typename T>
+template <typename T, typename S>
 __global__ void summarize_kernel(const typename T::storage* k, int64_t capacity, int32_t head_dim,
                                  int32_t page_size, int64_t n_keys, int64_t first_page,
-                                 float* summaries, int64_t pages_capacity, const int32_t* plan) {
+                                 typename S::storage* summaries, int64_t pages_capacity, const int32_t* plan) {
   pdl_begin();
   if (plan) {  // the page of key plan[0] - 1
     n_keys = plan[0];
@@ -38,8 +45,8 @@ __global__ void summarize_kernel(const typename T::storage* k, int64_t capacity,
   const int32_t g = blockIdx.y;
   const int64_t begin = page * page_size;
   const int64_t end = begin + page_size < n_keys ? begin + page_size : n_keys;
-  float* mx = summaries + ((static_cast<int64_t>(g) * pages_capacity + page) * 2) * head_dim;
-  float* mn = mx + head_dim;
+  typename S::storage* mx = summaries + ((static_cast<int64_t>(g) * pages_capacity + page) * 2) * head_dim;
+  typename S::storage* mn = mx + head_dim;
   for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
     float hi = -INFINITY, lo = INFINITY;
     for (int64_t r = begin; r < end; ++r) {
@@ -47,12 +54,13 @@ __global__ void summarize_kernel(const typename T::storage* k, int64_t capacity,
       hi = fmaxf(hi, x);
       lo = fminf(lo, x);
     }
-    mx[d] = hi;
-    mn[d] = lo;
+    mx[d] = S::from(hi);  // exact: S is f32 or the keys' own type
+    mn[d] = S::from(lo);
   }
 }
 
-__global__ void page_scores_kernel(const float* q, const float* summaries, int64_t pages_capacity,
+template <typename S>
+__global__ void page_scores_kernel(const float* q, const typename S::storage* summaries, int64_t pages_capacity,
                                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                    int64_t n_pages, bool group_mean, float* scores) {
   pdl_begin();
@@ -72,41 +80,58 @@ __global__ void page_scores_kernel(const float* q, const float* summaries, int64
   __syncthreads();
   const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (p >= n_pages) return;
-  const float* mx = summaries + ((static_cast<int64_t>(g) * pages_capacity + p) * 2) * head_dim;
-  const float* mn = mx + head_dim;
+  const typename S::storage* mx = summaries + ((static_cast<int64_t>(g) * pages_capacity + p) * 2) * head_dim;
+  const typename S::storage* mn = mx + head_dim;
   float s = 0.0f;
-  for (int d = 0; d < head_dim; ++d) s += fmaxf(u[d] * mx[d], u[d] * mn[d]);
+  for (int d = 0; d < head_dim; ++d) s += fmaxf(u[d] * S::load(mx + d), u[d] * S::load(mn + d));
   scores[static_cast<int64_t>(r) * n_pages + p] = s;
 }
 
 }  // namespace
 
+namespace {
+// f(T, S) with T the keys' element type and S the summaries' (f32 or T itself).
+template <typename F>
+cudaError_t with_summary_types(etype kv_type, etype sum_type, F&& f) {
+  return with_kv_type(kv_type, [&](auto t) {
+    using T = decltype(t);
+    if (sum_type == etype::f32) return f(T{}, kv_f32{});
+    if (sum_type == T::code) return f(T{}, T{});
+    return cudaErrorInvalidValue;
+  });
+}
+unsigned summarize_threads(int32_t head_dim) {
+  return static_cast<unsigned>(head_dim < 256 ? (head_dim + 31) / 32 * 32 : 256);
+}
+}  // namespace
+
 cudaError_t launch_summarize_pages(const void* k, etype kv_type, int64_t capacity, int32_t n_kv_heads,
                                    int32_t head_dim, int32_t page_size, int64_t n_keys,
-                                   int64_t first_page, int64_t n_pages, float* summaries,
+                                   int64_t first_page, int64_t n_pages, void* summaries, etype sum_type,
                                    int64_t pages_capacity, cudaStream_t s) {
   if (n_pages <= 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(n_pages), static_cast<unsigned>(n_kv_heads));
-  const unsigned threads = static_cast<unsigned>(head_dim < 256 ? (head_dim + 31) / 32 * 32 : 256);
-  return with_kv_type(kv_type, [&](auto t) {
+  return with_summary_types(kv_type, sum_type, [&](auto t, auto u) {
     using T = decltype(t);
-    launch_kernel(summarize_kernel<T>, grid, threads, 0, s, static_cast<const typename T::storage*>(k), capacity,
-                                                 head_dim, page_size, n_keys, first_page, summaries,
-                                                 pages_capacity, nullptr);
+    using S = decltype(u);
+    launch_kernel(summarize_kernel<T, S>, grid, summarize_threads(head_dim), 0, s,
+                  static_cast<const typename T::storage*>(k), capacity, head_dim, page_size, n_keys, first_page,
+                  static_cast<typename S::storage*>(summaries), pages_capacity, nullptr);
     return cudaGetLastError();
   });
 }
 
 cudaError_t launch_summarize_newest_page(const void* k, etype kv_type, int64_t capacity,
                                          int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
-                                         const int32_t* plan, float* summaries,
+                                         const int32_t* plan, void* summaries, etype sum_type,
                                          int64_t pages_capacity, cudaStream_t s) {
   const dim3 grid(1, static_cast<unsigned>(n_kv_heads));
-  const unsigned threads = static_cast<unsigned>(head_dim < 256 ? (head_dim + 31) / 32 * 32 : 256);
-  return with_kv_type(kv_type, [&](auto t) {
+  return with_summary_types(kv_type, sum_type, [&](auto t, auto u) {
     using T = decltype(t);
-    launch_kernel(summarize_kernel<T>, grid, threads, 0, s, static_cast<const typename T::storage*>(k), capacity,
-                                                 head_dim, page_size, 0, 0, summaries, pages_capacity, plan);
+    using S = decltype(u);
+    launch_kernel(summarize_kernel<T, S>, grid, summarize_threads(head_dim), 0, s,
+                  static_cast<const typename T::storage*>(k), capacity, head_dim, page_size, 0, 0,
+                  static_cast<typename S::storage*>(summaries), pages_capacity, plan);
     return cudaGetLastError();
   });
 }
@@ -115,67 +140,140 @@ namespace {
 
 constexpr int k_score_threads = 128;
 constexpr int k_top_threads = 1024;
+constexpr int k_cands = 128;  // keys left in the threshold's bin ranked directly (top pages)
 
-// Pages per scoring block: about 4K summary floats staged.
-int32_t pages_per_block(int32_t head_dim) { return head_dim >= 4096 ? 1 : 4096 / head_dim; }
-
-__global__ void quest_scores_kernel(const float* q, const float* summaries, int64_t pages_capacity,
-                                    int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
-                                    bool group_mean, const int32_t* plan, int64_t pages_bound,
-                                    int32_t pb, float* scores) {
-  pdl_begin();
-  extern __shared__ float sm[];  // [pb][2 * head_dim + 1] summaries, then [rankers][head_dim] u
-  const int64_t n_pages = plan[1];
-  const int64_t p0 = static_cast<int64_t>(blockIdx.x) * pb;
-  if (p0 >= n_pages) return;
-  const int32_t g = blockIdx.y, group = n_heads / n_kv_heads;
-  const int32_t rankers = group_mean ? 1 : group;  // rankers of this KV head
-  const int32_t row = 2 * head_dim + 1;
-  float* u = sm + static_cast<int64_t>(pb) * row;
-  const int32_t np = static_cast<int32_t>(n_pages - p0 < pb ? n_pages - p0 : pb);
-  const float* src = summaries + (static_cast<int64_t>(g) * pages_capacity + p0) * 2 * head_dim;
-  {  // 16-byte loads (head_dim is even), eight in flight per thread
-    const int32_t w = 2 * head_dim, n4 = np * w / 4;
-    const float4* src4 = reinterpret_cast<const float4*>(src);
-    constexpr int R = 8;
-    for (int32_t i0 = threadIdx.x; i0 < n4; i0 += R * blockDim.x) {
-      float4 v[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-        if (i0 + r * static_cast<int32_t>(blockDim.x) < n4) v[r] = __ldg(src4 + i0 + r * blockDim.x);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int32_t e = 4 * (i0 + r * static_cast<int32_t>(blockDim.x));
-        if (e >= 4 * n4) break;
-        float* d = sm + (e / w) * row + e % w;
-        d[0] = v[r].x, d[1] = v[r].y, d[2] = v[r].z, d[3] = v[r].w;
-      }
-    }
+template <int CH>
+__device__ __forceinline__ void cp_async_chunk(void* smem, const void* gmem) {
+  if constexpr (CH == 16) {
+    cp_async16(smem, gmem);
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(
+                     static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+                 "l"(gmem), "n"(CH));
   }
-  for (int32_t i = threadIdx.x; i < rankers * head_dim; i += blockDim.x) {
+}
+
+// The E = CH / sizeof(S::storage) summary elements of one CH-byte chunk in shared memory, as floats.
+template <typename S, int CH>
+__device__ __forceinline__ void chunk_floats(const unsigned char* p, float (&out)[CH / sizeof(typename S::storage)]) {
+  constexpr int E = CH / sizeof(typename S::storage);
+  const typename S::storage* e = reinterpret_cast<const typename S::storage*>(p);
+  if constexpr (CH == 16) {
+    const uint4 w = *reinterpret_cast<const uint4*>(p);
+    const typename S::storage* x = reinterpret_cast<const typename S::storage*>(&w);
+#pragma unroll
+    for (int i = 0; i < E; ++i) out[i] = S::load(x + i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) out[i] = S::load(e + i);
+  }
+}
+
+// Persistent blocks of k_score_threads over tiles of tp pages of one KV head (tile t: head
+// t % n_kv_heads, pages [tp * (t / n_kv_heads), +tp)); summaries S [n_kv_heads][pages_capacity]
+// [2][head_dim], rows of 2 * head_dim * sizeof(S) bytes cut into cpr chunks of CH bytes.
+//   1. u: every ranker's query vector [n_rankers][head_dim] f32 into shared memory.
+//   2. Tiles double-buffered: tile t + gridDim.x is copied (cp.async) while tile t is scored;
+//      chunk c of page i goes to slot (c + i) % cpr of its row, so consecutive pages read a
+//      chunk from different banks.
+//   3. Thread x scores page x % tp of the tile against the KV head's rankers x / tp, x / tp +
+//      k_score_threads / tp, ...: acc += max(u_d kmax_d, u_d kmin_d) over d in order, in f32
+//      (the CPU's arithmetic, so every backend ranks the same pages).
+// Bytes: the summaries of n_pages pages of each KV head once (2 * head_dim * sizeof(S) a page),
+// q, the scores.
+template <typename S, int CH>
+__global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const float* q, const void* summaries,
+                                                                       int64_t pages_capacity, int32_t n_heads,
+                                                                       int32_t n_kv_heads, int32_t head_dim,
+                                                                       bool group_mean, const int32_t* plan,
+                                                                       int64_t pages_bound, int32_t tp, float* scores) {
+  using storage = typename S::storage;
+  constexpr int E = CH / sizeof(storage);
+  pdl_begin();
+  extern __shared__ __align__(16) unsigned char sm[];  // [2][tp][cpr][CH] tiles, then u
+  const int64_t n_pages = plan[1];
+  const int32_t group = n_heads / n_kv_heads;
+  const int32_t rankers = group_mean ? 1 : group;  // rankers of a KV head
+  const int32_t cpr = 2 * head_dim * static_cast<int32_t>(sizeof(storage)) / CH, half = cpr / 2;
+  const int64_t tiles_per_head = (n_pages + tp - 1) / tp, n_tiles = tiles_per_head * n_kv_heads;
+  int64_t t = blockIdx.x;
+  if (t >= n_tiles) return;
+  const size_t tile_bytes = static_cast<size_t>(tp) * cpr * CH;
+  float* u = reinterpret_cast<float*>(sm + 2 * tile_bytes);  // [n_kv_heads * rankers][head_dim]
+  const unsigned char* sums = static_cast<const unsigned char*>(summaries);
+  const int32_t c0 = threadIdx.x % cpr, i0 = threadIdx.x / cpr, ir0 = i0 % cpr;
+  const int32_t dc = k_score_threads % cpr, di = k_score_threads / cpr, dir = di % cpr;
+  auto issue = [&](int64_t tile, int stage) {
+    const int32_t g = static_cast<int32_t>(tile % n_kv_heads);
+    const int64_t p0 = (tile / n_kv_heads) * tp;
+    const int32_t np = static_cast<int32_t>(n_pages - p0 < tp ? n_pages - p0 : tp);
+    const unsigned char* src = sums + (static_cast<int64_t>(g) * pages_capacity + p0) * cpr * CH;
+    unsigned char* dst = sm + stage * tile_bytes;
+    // Chunk j = threadIdx.x + k * k_score_threads is chunk c of page i; (c, i, i % cpr) are
+    // stepped rather than divided out for every chunk.
+    int32_t c = c0, i = i0, ir = ir0;
+    for (int32_t j = threadIdx.x; j < np * cpr; j += k_score_threads) {
+      const int32_t slot = c + ir < cpr ? c + ir : c + ir - cpr;
+      cp_async_chunk<CH>(dst + (static_cast<size_t>(i) * cpr + slot) * CH, src + static_cast<int64_t>(j) * CH);
+      c += dc, i += di, ir += dir;
+      if (c >= cpr) c -= cpr, ++i, ++ir;
+      if (ir >= cpr) ir -= cpr;
+    }
+  };
+  issue(t, 0);
+  cp_async_commit();
+  for (int32_t i = threadIdx.x; i < n_kv_heads * rankers * head_dim; i += k_score_threads) {
     const int32_t r = i / head_dim, d = i % head_dim;
     if (group_mean) {  // the CPU's order: the group summed in order, then times 1 / group
       float x = 0.0f;
-      for (int32_t m = 0; m < group; ++m) x = __fadd_rn(x, q[(g * group + m) * head_dim + d]);
+      for (int32_t m = 0; m < group; ++m) x = __fadd_rn(x, q[(r * group + m) * head_dim + d]);
       u[i] = __fmul_rn(x, 1.0f / static_cast<float>(group));
     } else {
-      u[i] = q[(g * group + r) * head_dim + d];
+      u[i] = q[r * head_dim + d];
     }
   }
-  __syncthreads();
-  for (int32_t t = threadIdx.x; t < np * rankers; t += blockDim.x) {
-    const int32_t i = t % np, r = t / np;
-    const float* mx = sm + i * row;
-    const float* mn = mx + head_dim;
-    const float* ur = u + r * head_dim;
-    float acc = 0.0f;
-    for (int32_t d = 0; d < head_dim; ++d) {
-      const float a = __fmul_rn(ur[d], mx[d]), b = __fmul_rn(ur[d], mn[d]);
-      acc = __fadd_rn(acc, a < b ? b : a);  // std::max(a, b), never contracted
+  const int32_t i = threadIdx.x % tp, rot = i % cpr;
+  for (int stage = 0; t < n_tiles; t += gridDim.x, stage ^= 1) {
+    if (t + gridDim.x < n_tiles) issue(t + gridDim.x, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // tile t is in (and u, the first time)
+    const int32_t g = static_cast<int32_t>(t % n_kv_heads);
+    const int64_t p0 = (t / n_kv_heads) * tp;
+    if (p0 + i < n_pages) {
+      const unsigned char* row = sm + stage * tile_bytes + static_cast<size_t>(i) * cpr * CH;
+      for (int32_t r = threadIdx.x / tp; r < rankers; r += k_score_threads / tp) {
+        const float* ur = u + (static_cast<int64_t>(g) * rankers + r) * head_dim;
+        float acc = 0.0f;
+        for (int32_t c = 0; c < half; ++c) {
+          const int32_t sx = c + rot < cpr ? c + rot : c + rot - cpr;
+          const int32_t sn = c + half + rot < cpr ? c + half + rot : c + half + rot - cpr;
+          float mx[E], mn[E], uv[E];
+          chunk_floats<S, CH>(row + sx * CH, mx);
+          chunk_floats<S, CH>(row + sn * CH, mn);
+          if constexpr (E % 4 == 0) {
+#pragma unroll
+            for (int e = 0; e < E; e += 4) {
+              const float4 v = *reinterpret_cast<const float4*>(ur + c * E + e);
+              uv[e] = v.x, uv[e + 1] = v.y, uv[e + 2] = v.z, uv[e + 3] = v.w;
+            }
+          } else {
+#pragma unroll
+            for (int e = 0; e < E; ++e) uv[e] = ur[c * E + e];
+          }
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            const float a = __fmul_rn(uv[e], mx[e]), b = __fmul_rn(uv[e], mn[e]);
+            acc = __fadd_rn(acc, a < b ? b : a);  // std::max(a, b), never contracted
+          }
+        }
+        const int32_t ranker = group_mean ? g : g * group + r;
+        scores[ranker * pages_bound + p0 + i] = acc;
+      }
     }
-    const int32_t ranker = group_mean ? g : g * group + r;
-    scores[ranker * pages_bound + p0 + i] = acc;
+    __syncthreads();  // every thread is done with this stage before it is refilled
   }
+  cp_async_wait<0>();
 }
 
 // An unsigned integer that orders as the float does (larger score, larger key).
@@ -210,28 +308,27 @@ __device__ __forceinline__ int32_t block_exclusive_scan(int32_t x, int32_t* warp
   return incl - x + (warp > 0 ? warp_sums[warp - 1] : 0);
 }
 
-// Adds one to hist[bin] for each lane with `part`, one shared atomic per distinct bin of the
-// warp (scores cluster in few bins, so lane-by-lane atomics would serialize).
-__device__ __forceinline__ void count_bin(int32_t* hist, uint32_t bin, bool part) {
-  const unsigned active = __ballot_sync(0xffffffffu, part);
-  if (!part) return;
-  const unsigned peers = __match_any_sync(active, bin);
-  if ((threadIdx.x % k_warp) == static_cast<unsigned>(__ffs(peers) - 1)) atomicAdd(&hist[bin], __popc(peers));
-}
-
 // Each thread owns a run of consecutive pages (the others, split evenly), so one prefix sum over
 // the threads places every selected page in order. Runs of up to KEYS pages are held in
 // registers (rankers of up to KEYS * 1024 pages); longer ones are re-read from L2 at each pass.
+// Each warp counts into its own histogram, a shared atomic per key (scores cluster in few bins:
+// one histogram for the block had every warp queue on the same counters, and grouping a warp's
+// equal bins first cost more than it saved), summed before each bin search. The radix passes
+// start below the bits all the others' keys share (their minimum and maximum agree there), and
+// once the threshold's bin holds at most k_cands keys those are ranked against each other.
 template <int KEYS>
 __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* scores, int64_t pages_bound,
                                                                   int32_t sink_pages, int32_t local_pages,
                                                                   const int32_t* plan, int32_t* pages,
                                                                   int64_t select_bound) {
   pdl_begin();
-  __shared__ int32_t hist[256];
+  constexpr int n_hist = k_top_threads / k_warp;  // one histogram per warp
+  __shared__ int32_t hist_all[n_hist * 256];
   __shared__ int32_t warp_sums[k_warp];
+  __shared__ uint32_t warp_lo[k_warp], warp_hi[k_warp];
   __shared__ uint32_t sh_prefix;
-  __shared__ int32_t sh_remaining;
+  __shared__ int32_t sh_remaining, sh_in_bin, sh_cands;
+  __shared__ uint32_t cands[k_cands];
   const int32_t n_pages = plan[1], take = plan[3];
   const float* sc = scores + blockIdx.x * pages_bound;
   int32_t* out = pages + blockIdx.x * select_bound;
@@ -249,33 +346,68 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
   const int32_t p0 = lo + static_cast<int32_t>(threadIdx.x) * per;
   const int32_t mine = p0 < hi ? (hi - p0 < per ? hi - p0 : per) : 0;  // this thread's run
   const bool cached = per <= KEYS;
+  const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
+  int32_t* hist = hist_all + warp * 256;
   uint32_t key[KEYS];
 #pragma unroll
-  for (int i = 0; i < KEYS; ++i) key[i] = cached && i < mine ? order_key(__ldcg(sc + p0 + i)) : 0u;
+  for (int i = 0; i < KEYS; ++i) key[i] = cached && i < mine ? order_key(__ldg(sc + p0 + i)) : 0u;  // a run: a sector or two
   auto key_at = [&](int32_t i) { return order_key(__ldcg(sc + p0 + i)); };  // uncached runs
 
   // The threshold: the take-th largest key among the others, and how many equal to it to keep.
   uint32_t prefix = 0, mask = 0;
   int32_t remaining = take;
+  int bits = 32;  // the low bits of the threshold not yet known
+  if (!all) {  // the bits every other key shares are the threshold's too
+    uint32_t kmin = 0xffffffffu, kmax = 0u;
+    if (cached) {
+#pragma unroll
+      for (int i = 0; i < KEYS; ++i)
+        if (i < mine) kmin = min(kmin, key[i]), kmax = max(kmax, key[i]);
+    } else {
+      for (int32_t i = 0; i < mine; ++i) {
+        const uint32_t k = key_at(i);
+        kmin = min(kmin, k), kmax = max(kmax, k);
+      }
+    }
+    kmin = __reduce_min_sync(0xffffffffu, kmin);
+    kmax = __reduce_max_sync(0xffffffffu, kmax);
+    if (lane == 0) warp_lo[warp] = kmin, warp_hi[warp] = kmax;
+    __syncthreads();
+    kmin = __reduce_min_sync(0xffffffffu, warp_lo[lane]);
+    kmax = __reduce_max_sync(0xffffffffu, warp_hi[lane]);
+    bits = kmin == kmax ? 0 : 32 - __clz(kmin ^ kmax);
+    const uint32_t low = bits == 32 ? 0xffffffffu : (1u << bits) - 1u;
+    mask = ~low;
+    prefix = kmin & mask;
+  }
   if (!all) {
-    for (int shift = 24; shift >= 0; shift -= 8) {
-      for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    while (bits > 0) {
+      const int width = bits < 8 ? bits : 8, shift = bits - width;
+      const uint32_t digit_mask = (1u << width) - 1u;
+      for (int i = threadIdx.x; i < n_hist * 256; i += blockDim.x) hist_all[i] = 0;
       __syncthreads();
       if (cached) {
 #pragma unroll
-        for (int i = 0; i < KEYS; ++i) count_bin(hist, (key[i] >> shift) & 255u, i < mine && (key[i] & mask) == prefix);
+        for (int i = 0; i < KEYS; ++i)
+          if (i < mine && (key[i] & mask) == prefix) atomicAdd(&hist[(key[i] >> shift) & digit_mask], 1);
       } else {
         for (int32_t i = 0; i < per; ++i) {  // per is uniform: every lane takes part in the vote
           const uint32_t k = i < mine ? key_at(i) : 0u;
-          count_bin(hist, (k >> shift) & 255u, i < mine && (k & mask) == prefix);
+          if (i < mine && (k & mask) == prefix) atomicAdd(&hist[(k >> shift) & digit_mask], 1);
         }
       }
       __syncthreads();
+      if (threadIdx.x < 256) {  // the warps' histograms summed into the first
+        int32_t t = 0;
+#pragma unroll 8
+        for (int w = 0; w < n_hist; ++w) t += hist_all[w * 256 + threadIdx.x];
+        hist_all[threadIdx.x] = t;
+      }
+      __syncthreads();
       if (threadIdx.x < k_warp) {  // the bin that holds the remaining-th largest, from the top
-        const int lane = threadIdx.x;
         int32_t c[8], sum = 0;  // the lane's bins: 255 - 8 lane - e
 #pragma unroll
-        for (int e = 0; e < 8; ++e) sum += (c[e] = hist[255 - 8 * lane - e]);
+        for (int e = 0; e < 8; ++e) sum += (c[e] = hist_all[255 - 8 * lane - e]);
         int32_t incl = sum;
 #pragma unroll
         for (int o = 1; o < k_warp; o <<= 1) {
@@ -288,12 +420,53 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
           while (before + c[e] < remaining) before += c[e++];
           sh_prefix = prefix | (static_cast<uint32_t>(255 - 8 * lane - e) << shift);
           sh_remaining = remaining - before;
+          sh_in_bin = c[e];
         }
       }
+      if (threadIdx.x == 0) sh_cands = 0;
       __syncthreads();
       prefix = sh_prefix;
       remaining = sh_remaining;
-      mask |= 255u << shift;
+      mask |= digit_mask << shift;
+      bits = shift;
+      if (bits > 0 && sh_in_bin <= k_cands) {
+        // Few keys left in the bin: gather them and rank them against each other instead of
+        // more passes over every key. The threshold is the key with fewer than `remaining`
+        // larger ones and at least `remaining` larger or equal.
+        auto gather = [&](uint32_t k, bool in) {
+          const unsigned ballot = __ballot_sync(0xffffffffu, in);
+          if (!ballot) return;
+          int32_t base = 0;
+          if (lane == __ffs(ballot) - 1) base = atomicAdd(&sh_cands, __popc(ballot));
+          base = __shfl_sync(0xffffffffu, base, __ffs(ballot) - 1);
+          if (in) cands[base + __popc(ballot & ((1u << lane) - 1u))] = k;
+        };
+        if (cached) {
+#pragma unroll
+          for (int i = 0; i < KEYS; ++i) gather(key[i], i < mine && (key[i] & mask) == prefix);
+        } else {
+          for (int32_t i = 0; i < per; ++i) {
+            const uint32_t k = i < mine ? key_at(i) : 0u;
+            gather(k, i < mine && (k & mask) == prefix);
+          }
+        }
+        __syncthreads();
+        const int32_t n = sh_cands;
+        if (static_cast<int32_t>(threadIdx.x) < n) {
+          const uint32_t k = cands[threadIdx.x];
+          int32_t larger = 0, equal = 0;
+          for (int32_t j = 0; j < n; ++j) larger += cands[j] > k, equal += cands[j] == k;
+          if (larger < remaining && larger + equal >= remaining) {  // the same for every copy of k
+            sh_prefix = k;
+            sh_remaining = remaining - larger;
+          }
+        }
+        __syncthreads();
+        prefix = sh_prefix;
+        remaining = sh_remaining;
+        mask = 0xffffffffu;
+        bits = 0;
+      }
       __syncthreads();
     }
   }
@@ -334,59 +507,106 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
 
 }  // namespace
 
-cudaError_t launch_quest_scores(const float* q, const float* summaries, int64_t pages_capacity,
+namespace {
+// Pages per tile: k_score_threads / rankers of a KV head (a thread per page and ranker), 16 to 64.
+int32_t score_tile_pages(int32_t rankers_per_kv) {
+  return std::clamp(k_score_threads / std::max(rankers_per_kv, 1), 16, 64);
+}
+
+template <typename S, int CH>
+cudaError_t launch_quest_scores_as(const float* q, const void* summaries, int64_t pages_capacity, int32_t n_heads,
+                                   int32_t n_kv_heads, int32_t head_dim, bool group_mean, const int32_t* plan,
+                                   int64_t pages_bound, float* scores, cudaStream_t s) {
+  const int32_t rankers_per_kv = group_mean ? 1 : n_heads / n_kv_heads;
+  const int32_t tp = score_tile_pages(rankers_per_kv);
+  const size_t smem = 2 * static_cast<size_t>(tp) * 2 * head_dim * sizeof(typename S::storage) +
+                      static_cast<size_t>(n_kv_heads) * rankers_per_kv * head_dim * sizeof(float);
+  auto* kernel = quest_scores_kernel<S, CH>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  int device = 0, n_sms = 0, per_sm = 0;
+  if ((e = cudaGetDevice(&device)) != cudaSuccess ||
+      (e = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
+      (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, k_score_threads, smem)) != cudaSuccess)
+    return e;
+  if (per_sm < 1) return cudaErrorInvalidConfiguration;  // u and two tiles do not fit in shared memory
+  const int64_t tiles = ceil_div(pages_bound, tp) * n_kv_heads;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{per_sm} * n_sms));
+  launch_kernel(kernel, grid, k_score_threads, smem, s, q, summaries, pages_capacity, n_heads, n_kv_heads, head_dim,
+                group_mean, plan, pages_bound, tp, scores);
+  return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t launch_quest_scores(const float* q, const void* summaries, etype sum_type, int64_t pages_capacity,
                                 int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                 bool group_mean, const int32_t* plan, int64_t pages_bound,
                                 float* scores, cudaStream_t s) {
   if (pages_bound <= 0) return cudaSuccess;
-  const int32_t pb = pages_per_block(head_dim);
-  const int32_t rankers_per_kv = group_mean ? 1 : n_heads / n_kv_heads;
-  const size_t smem = (static_cast<size_t>(pb) * (2 * head_dim + 1) + static_cast<size_t>(rankers_per_kv) * head_dim) *
-                      sizeof(float);
-  const cudaError_t e = cudaFuncSetAttribute(quest_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem));
-  if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(ceil_div(pages_bound, pb)), static_cast<unsigned>(n_kv_heads));
-  launch_kernel(quest_scores_kernel, grid, k_score_threads, smem, s, q, summaries, pages_capacity, n_heads, n_kv_heads,
-                                                           head_dim, group_mean, plan, pages_bound, pb, scores);
-  return cudaGetLastError();
+  return with_kv_type(sum_type, [&](auto t) {
+    using S = decltype(t);
+    const int64_t half_bytes = int64_t{head_dim} * static_cast<int64_t>(sizeof(typename S::storage));
+    auto go = [&](auto ch) {
+      constexpr int CH = decltype(ch)::value;
+      return launch_quest_scores_as<S, CH>(q, summaries, pages_capacity, n_heads, n_kv_heads, head_dim, group_mean,
+                                           plan, pages_bound, scores, s);
+    };
+    // Chunks of 16 bytes where a row's halves (max, min) are made of them, else 8 or 4.
+    if (half_bytes % 16 == 0) return go(std::integral_constant<int, 16>{});
+    if (half_bytes % 8 == 0) return go(std::integral_constant<int, 8>{});
+    if constexpr (sizeof(typename S::storage) == 2) {
+      if (half_bytes % 4 == 0) return go(std::integral_constant<int, 4>{});
+    }
+    return cudaErrorInvalidValue;
+  });
 }
+
+namespace {
+// Runs held in registers up to the pages this launch may see (the plan's bound).
+void launch_top_pages_kernel(const float* scores, int32_t n_rankers, int64_t pages_bound, int32_t sink_pages,
+                             int32_t local_pages, const int32_t* plan, int32_t* pages, int64_t select_bound,
+                             cudaStream_t s) {
+  const int64_t per = ceil_div(pages_bound, k_top_threads);
+  void (*kernel)(const float*, int64_t, int32_t, int32_t, const int32_t*, int32_t*, int64_t) =
+      per <= 2 ? top_pages_kernel<2> : per <= 4 ? top_pages_kernel<4> : per <= 8 ? top_pages_kernel<8> : top_pages_kernel<16>;
+  launch_kernel(kernel, n_rankers, k_top_threads, 0, s, scores, pages_bound, sink_pages, local_pages, plan, pages,
+                select_bound);
+}
+}  // namespace
 
 cudaError_t launch_top_pages(const float* scores, int32_t n_rankers, int64_t pages_bound, int32_t sink_pages,
                              int32_t local_pages, const int32_t* plan, int32_t* pages, int64_t select_bound,
                              cudaStream_t s) {
   if (pages_bound <= 0 || n_rankers <= 0) return cudaSuccess;
-  // Runs held in registers up to the pages this launch may see (the plan's bound).
-  if (pages_bound <= 2 * k_top_threads)
-    launch_kernel(top_pages_kernel<2>, n_rankers, k_top_threads, 0, s, scores, pages_bound, sink_pages, local_pages, plan,
-                                                            pages, select_bound);
-  else
-    launch_kernel(top_pages_kernel<16>, n_rankers, k_top_threads, 0, s, scores, pages_bound, sink_pages, local_pages, plan,
-                                                             pages, select_bound);
+  launch_top_pages_kernel(scores, n_rankers, pages_bound, sink_pages, local_pages, plan, pages, select_bound, s);
   return cudaGetLastError();
 }
 
-cudaError_t launch_select_pages(const float* q, const float* summaries, int64_t pages_capacity,
+cudaError_t launch_select_pages(const float* q, const void* summaries, etype sum_type, int64_t pages_capacity,
                                 int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                 bool group_mean, int32_t sink_pages, int32_t local_pages,
                                 const int32_t* plan, int64_t pages_bound, float* scores,
                                 int32_t* pages, int64_t select_bound, cudaStream_t s) {
-  const cudaError_t e = launch_quest_scores(q, summaries, pages_capacity, n_heads, n_kv_heads, head_dim,
+  const cudaError_t e = launch_quest_scores(q, summaries, sum_type, pages_capacity, n_heads, n_kv_heads, head_dim,
                                             group_mean, plan, pages_bound, scores, s);
   if (e != cudaSuccess) return e;
   return launch_top_pages(scores, group_mean ? n_kv_heads : n_heads, pages_bound, sink_pages, local_pages,
                           plan, pages, select_bound, s);
 }
 
-cudaError_t launch_page_scores(const float* q, const float* summaries, int64_t pages_capacity,
+cudaError_t launch_page_scores(const float* q, const void* summaries, etype sum_type, int64_t pages_capacity,
                                int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                int64_t n_pages, bool group_mean, float* scores, cudaStream_t s) {
   if (n_pages <= 0) return cudaSuccess;
   const int32_t rankers = group_mean ? n_kv_heads : n_heads;
   const dim3 grid(static_cast<unsigned>(ceil_div(n_pages, 128)), static_cast<unsigned>(rankers));
-  launch_kernel(page_scores_kernel, grid, 128, static_cast<size_t>(head_dim) * sizeof(float), s,
-      q, summaries, pages_capacity, n_heads, n_kv_heads, head_dim, n_pages, group_mean, scores);
-  return cudaGetLastError();
+  return with_kv_type(sum_type, [&](auto t) {
+    using S = decltype(t);
+    launch_kernel(page_scores_kernel<S>, grid, 128, static_cast<size_t>(head_dim) * sizeof(float), s, q,
+                  static_cast<const typename S::storage*>(summaries), pages_capacity, n_heads, n_kv_heads, head_dim,
+                  n_pages, group_mean, scores);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace sa::cuda

@@ -3,7 +3,8 @@
 // Per layer (32 query / 8 KV heads x 128, f16 cache, pages of 16, one sink and one local page):
 // the page scores, the top pages and the attention over them, each timed alone as a recorded
 // step over buffers rotated past the L2 cache, against the bytes the step must move — the
-// summaries of every page (f32 max and min rows) and the K and V of the selected pages (per
+// summaries of every page (max and min rows, in the type the backend keeps them: f16 on CUDA)
+// and the K and V of the selected pages (per
 // query head with per-head selection, once per KV head with per-group selection).
 //
 // End to end (a model file): decode ms/token at each depth for dense decoding, Quest 1/16 (per
@@ -56,15 +57,17 @@ void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
 #ifdef SA_WITH_CUDA
   auto* cu = dynamic_cast<sa::cuda::cuda_backend*>(&be);
 #endif
+  const sa::dtype sum_type = be.page_summary_type(sa::dtype::f16, hd);
   std::printf("Quest per layer, 1 row, %d query / %d KV heads x %d, f16 cache, pages of %d\n"
-              "(floor: f32 summaries of every page + K and V of the selected pages, once per ranker)\n",
-              n_heads, n_kv, hd, page);
+              "(floor: %s summaries of every page + K and V of the selected pages, once per ranker)\n",
+              n_heads, n_kv, hd, page, sa::traits(sum_type).name);
   std::printf("%8s %7s %6s %9s %9s %9s %9s %10s %10s %9s\n", "keys", "budget", "select", "scores us", "top us",
               "attend us", "step us", "floor us", "% floor", "dense us");
   for (int L : o.lengths) {
     const int64_t n_pages = (L + page - 1) / page;
     const double kv_bytes = static_cast<double>(L) * n_kv * hd * 2 * 2;
-    const double sum_bytes = static_cast<double>(n_pages) * n_kv * 2 * hd * 4;
+    const double sum_bytes =
+        static_cast<double>(n_pages) * n_kv * 2 * hd * static_cast<double>(sa::traits(sum_type).block_bytes);
     const int n_buf = std::max(2, static_cast<int>(std::ceil(1.5e9 / (kv_bytes + sum_bytes))));
     std::vector<sa::buffer_ptr> owned;
     std::vector<sa::tensor> ks, vs, sums;
@@ -75,7 +78,7 @@ void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
         be.upload(*t.buf, 0, host.data(), host.size());
         (kv == 0 ? ks : vs).push_back(t);
       }
-      sums.push_back(sa::new_f32_tensor(be, owned, hd, n_kv * n_pages * 2));
+      sums.push_back(sa::new_tensor(be, owned, sum_type, hd, n_kv * n_pages * 2));
       be.summarize_pages(ks.back(), L, page, L, 0, n_pages, sums.back(), n_pages);
     }
     const std::vector<uint8_t> qh = random_matrix(sa::dtype::f32, hd, n_heads, 1.0f, 5);
@@ -117,8 +120,8 @@ void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
 #ifdef SA_WITH_CUDA
         if (cu) {
           scores_s = time_recorded(be, next_key(), calls, [&](int i) {
-            sa::cuda::check(sa::cuda::launch_quest_scores(dptr<const float>(q), dptr<const float>(sums[static_cast<size_t>(i % n_buf)]),
-                                                          n_pages, n_heads, n_kv, hd, group, dptr<const int32_t>(plan),
+            sa::cuda::check(sa::cuda::launch_quest_scores(dptr<const float>(q), dptr<const void>(sums[static_cast<size_t>(i % n_buf)]),
+                                                          static_cast<sa::cuda::etype>(sum_type), n_pages, n_heads, n_kv, hd, group, dptr<const int32_t>(plan),
                                                           n_pages, dptr<float>(scores), cu->stream()),
                             "quest scores");
           });

@@ -303,7 +303,15 @@ class backend {
   // page_size rows: for pages [first_page, first_page + n_pages),
   //   summaries[g][p][0] = element-wise max, summaries[g][p][1] = element-wise min
   // of rows [p * page_size, min((p + 1) * page_size, n_keys)) of head g.
-  //   summaries f32 [n_kv_heads][pages_capacity][2][head_dim]
+  //   summaries [n_kv_heads][pages_capacity][2][head_dim] of page_summary_type(k.type, head_dim)
+  // (every backend takes f32; the ops below read summaries of that type too).
+  // The type this backend keeps page summaries of keys of key_type in: f32, or key_type itself
+  // (exact: an element-wise max or min of keys is one of the keys), whichever it scores fastest.
+  virtual dtype page_summary_type(dtype key_type, int32_t head_dim) const {
+    (void)key_type;
+    (void)head_dim;
+    return dtype::f32;
+  }
   virtual void summarize_pages(const tensor& k, int64_t capacity, int32_t page_size,
                                int64_t n_keys, int64_t first_page, int64_t n_pages,
                                const tensor& summaries, int64_t pages_capacity) = 0;

@@ -2,11 +2,12 @@
 
 namespace sa {
 
-page_summaries::page_summaries(backend& be, const hparams& hp, int64_t capacity, int32_t page_size)
+page_summaries::page_summaries(backend& be, const hparams& hp, int64_t capacity, int32_t page_size,
+                               dtype key_type)
     : be_(be), page_size_(page_size), pages_capacity_((capacity + page_size - 1) / page_size) {
+  const dtype type = be.page_summary_type(key_type, hp.head_dim);
   for (int32_t l = 0; l < hp.n_layers; ++l)
-    pages_.push_back(new_f32_tensor(be, buffers_, hp.head_dim,
-                                    int64_t{hp.n_kv_heads} * pages_capacity_ * 2));
+    pages_.push_back(new_tensor(be, buffers_, type, hp.head_dim, int64_t{hp.n_kv_heads} * pages_capacity_ * 2));
 }
 
 void page_summaries::refresh(int32_t layer, const tensor& k, int64_t capacity, int64_t first,

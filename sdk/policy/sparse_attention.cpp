@@ -23,13 +23,13 @@ void complement(int64_t n, const std::vector<int32_t>& b, std::vector<int32_t>& 
 }  // namespace
 
 sparse_attention::sparse_attention(backend& be, step_buffer& step, const hparams& hp,
-                                   const sparse_config& c, int64_t capacity)
+                                   const sparse_config& c, int64_t capacity, dtype key_type)
     : be_(be),
       step_(step),
       hp_(hp),
       c_(c),
       scale_(1.0f / std::sqrt(static_cast<float>(hp.head_dim))),
-      summaries_(be, hp, capacity, c.page_size) {
+      summaries_(be, hp, capacity, c.page_size, key_type) {
   const int64_t pages_capacity = summaries_.pages_capacity();
   page_scores_ = new_f32_tensor(be, buffers_, pages_capacity, hp.n_heads);
   selected_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, hp.n_heads);

@@ -52,8 +52,9 @@ struct head_stat {
 
 class sparse_attention {
  public:
+  // capacity: slots of the full cache; key_type: its keys' type (the summaries' follows it).
   sparse_attention(backend& be, step_buffer& step, const hparams& hp, const sparse_config& c,
-                   int64_t capacity);
+                   int64_t capacity, dtype key_type);
 
   // A batch starts (before the step buffer is flushed). A decode row's page plan for m.n_keys
   // keys goes into the step buffer and its figures replace the last step's (a rewrite batch

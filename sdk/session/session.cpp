@@ -83,7 +83,7 @@ session::session(std::shared_ptr<const model> m, const session_config& c)
   if (config_.sparse.enabled()) {
     const auto& dense = static_cast<const dense_memory&>(*memory_);
     sparse_ = std::make_unique<sparse_attention>(*backend_, step_, model_->hp(), config_.sparse,
-                                                 dense.capacity());
+                                                 dense.capacity(), dense.kv_type());
   }
 }
 

@@ -1254,15 +1254,25 @@ TEST_P(ops, probe_keys_gives_scores_and_value_norms) {
   }
 }
 
+// The types a backend keeps page summaries of keys of `type` in: f32, and the keys' own type
+// where the backend keeps them so (its choice at a head_dim of 8; the ops take it at any).
+std::vector<dtype> summary_types(const harness& h, dtype type) {
+  std::vector<dtype> t{dtype::f32};
+  if (h.be->page_summary_type(type, 8) != dtype::f32) t.push_back(h.be->page_summary_type(type, 8));
+  return t;
+}
+
 TEST_P(ops, page_summaries_bound_every_keys_dot_product) {
-  for (dtype type : k_kv_types) {
+  for (dtype type : k_kv_types)
+  for (dtype sum_type : summary_types(harness(GetParam()), type)) {
+    SCOPED_TRACE(std::string(sa::traits(type).name) + " keys, " + sa::traits(sum_type).name + " summaries");
     const set_problem p(type);
     harness h(GetParam());
     const int32_t page = 16;
     const int64_t n_keys = 61, pages_cap = (p.cap + page - 1) / page;  // a partial last page
     tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, type);
     tensor sum = h.upload(std::vector<float>(static_cast<size_t>(p.n_kv_heads * pages_cap * 2 * p.hd), NAN), p.hd,
-                          p.n_kv_heads * pages_cap * 2);
+                          p.n_kv_heads * pages_cap * 2, sum_type);
     h.be->summarize_pages(k, p.cap, page, n_keys, 0, (n_keys + page - 1) / page, sum, pages_cap);
     const std::vector<float> s = h.download(sum);
     const int64_t n_pages = (n_keys + page - 1) / page;
@@ -1423,17 +1433,20 @@ page_problem page_case(int c) {
     case 1: return page_problem(8, 2, 128, 3001, 24, dtype::f16, 310);     // tensor-core path, many splits
     case 2: return page_problem(32, 8, 128, 2049, 17, dtype::bf16, 320);   // 8B-shaped heads
     case 3: return page_problem(4, 4, 64, 1000, 70, dtype::f16, 330);      // no GQA, most pages
-    default: return page_problem(12, 4, 64, 16 * 40, 8, dtype::f32, 340); // whole last page
+    case 4: return page_problem(12, 4, 64, 16 * 40, 8, dtype::f32, 340);  // whole last page
+    default: return page_problem(4, 2, 6, 300, 5, dtype::f16, 350);       // rows of 4- and 8-byte chunks
   }
 }
+constexpr int k_page_cases = 5;  // case 5: summaries and selection only
 
 TEST_P(ops, summarize_newest_page_recomputes_the_page_of_the_newest_key) {
-  for (int c = 0; c < 5; ++c) {
+  for (int c = 0; c <= k_page_cases; ++c)
+  for (dtype sum_type : summary_types(harness(GetParam()), page_case(c).type)) {
     const page_problem p = page_case(c);
     harness h(GetParam());
     tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
     std::vector<float> stale(static_cast<size_t>(p.n_kv_heads * p.pages_cap * 2 * p.hd), 5.0f);
-    tensor sum = h.upload(stale, p.hd, p.n_kv_heads * p.pages_cap * 2);
+    tensor sum = h.upload(stale, p.hd, p.n_kv_heads * p.pages_cap * 2, sum_type);
     const tensor plan = h.ints(p.plan());
     h.be->summarize_newest_page(k, p.cap, p.page, plan, sum, p.pages_cap);
     const std::vector<float> got = h.download(sum), want = p.summaries();
@@ -1441,17 +1454,20 @@ TEST_P(ops, summarize_newest_page_recomputes_the_page_of_the_newest_key) {
       for (int64_t pg = 0; pg < p.pages_cap; ++pg)
         for (int32_t x = 0; x < 2 * p.hd; ++x) {
           const size_t i = static_cast<size_t>((g * p.pages_cap + pg) * 2 * p.hd + x);
-          ASSERT_EQ(got[i], pg == p.n_pages - 1 ? want[i] : 5.0f) << "case " << c << " head " << g << " page " << pg;
+          ASSERT_EQ(got[i], pg == p.n_pages - 1 ? want[i] : 5.0f)
+              << "case " << c << " head " << g << " page " << pg << ", " << sa::traits(sum_type).name;
         }
   }
 }
 
 TEST_P(ops, select_pages_scores_and_ranks_as_the_reference_does) {
-  for (int c = 0; c < 5; ++c) {
+  for (int c = 0; c <= k_page_cases; ++c)
+  for (dtype sum_type : summary_types(harness(GetParam()), page_case(c).type)) {
+    SCOPED_TRACE(std::string(sa::traits(sum_type).name) + " summaries");
     const page_problem p = page_case(c);
     harness h(GetParam());
     const std::vector<float> sums = p.summaries();
-    tensor sum = h.upload(sums, p.hd, p.n_kv_heads * p.pages_cap * 2);
+    tensor sum = h.upload(sums, p.hd, p.n_kv_heads * p.pages_cap * 2, sum_type);
     tensor q = h.upload(p.q, p.hd, p.n_heads);
     const tensor plan = h.ints(p.plan());
     const int64_t pages_bound = p.n_pages + 5, select_bound = p.n_selected + 3;
@@ -1480,8 +1496,50 @@ TEST_P(ops, select_pages_scores_and_ranks_as_the_reference_does) {
   }
 }
 
+// Selection over thousands of pages (every register-run width of the CUDA top pages, and runs
+// re-read from memory past 16K pages): spread scores, scores sharing their leading bits (the
+// radix passes start below them), many ties, all equal, spread scores in pairs (ties among the
+// few keys left near the threshold).
+TEST_P(ops, select_pages_ranks_thousands_of_pages) {
+  harness h(GetParam());
+  for (int64_t n_pages : {3000, 7000, 12000, 20000})
+    for (int kind = 0; kind < 5; ++kind) {
+      SCOPED_TRACE("pages " + std::to_string(n_pages) + ", kind " + std::to_string(kind));
+      page_problem p(4, 2, 8, n_pages * 16 - 5, n_pages / 9, dtype::f32, static_cast<uint64_t>(400 + n_pages + kind));
+      const int64_t page_floats = int64_t{p.page} * p.hd;
+      for (int32_t g = 0; g < p.n_kv_heads; ++g)
+        for (int64_t pg = 0; pg < p.n_pages; ++pg) {
+          float* keys = p.k.data() + (g * p.cap + pg * p.page) * p.hd;
+          const int64_t model_page = kind == 2 ? pg % 5 : kind == 4 ? pg - 1 : 0;
+          const float* like = p.k.data() + (g * p.cap + model_page * p.page) * p.hd;
+          if (kind == 1)
+            for (int64_t i = 0; i < page_floats; ++i) keys[i] = 50.0f + 0.01f * keys[i];
+          if ((kind == 2 && pg >= 5) || (kind == 3 && pg > 0) || (kind == 4 && pg % 2 == 1))
+            std::copy_n(like, page_floats, keys);
+        }
+      const std::vector<float> sums = p.summaries();
+      tensor sum = h.upload(sums, p.hd, p.n_kv_heads * p.pages_cap * 2);
+      tensor q = h.upload(p.q, p.hd, p.n_heads);
+      const tensor plan = h.ints(p.plan());
+      for (bool group_mean : {false, true}) {
+        const int32_t rankers = p.rankers(group_mean);
+        tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * p.n_pages)), p.n_pages, rankers);
+        tensor pages = h.ints(std::vector<int32_t>(static_cast<size_t>(rankers * p.n_selected), -7));
+        h.be->select_pages(q, sum, p.pages_cap, p.n_heads, p.n_kv_heads, p.hd, group_mean, p.sinks, p.locals, plan,
+                           p.n_pages, sc, pages, p.n_selected);
+        const std::vector<float> want_sc = p.scores(sums, group_mean);
+        const std::vector<int32_t> got = h.download_ints(pages);
+        for (int32_t r = 0; r < rankers; ++r) {
+          const std::vector<int32_t> want = p.selection(want_sc.data() + r * p.n_pages);
+          const std::vector<int32_t> sel(got.begin() + r * p.n_selected, got.begin() + (r + 1) * p.n_selected);
+          ASSERT_EQ(sel, want) << "ranker " << r << (group_mean ? " (group)" : "");
+        }
+      }
+    }
+}
+
 TEST_P(ops, attention_pages_attends_the_slots_of_the_selected_pages) {
-  for (int c = 0; c < 5; ++c) {
+  for (int c = 0; c < k_page_cases; ++c) {
     const page_problem p = page_case(c);
     harness h(GetParam());
     tensor q = h.upload(p.q, p.hd, p.n_heads);
@@ -1563,7 +1621,7 @@ std::pair<std::vector<double>, double> exact_partial(const page_problem& p, int3
 TEST_P(ops, vattention_budget_and_sample_match_a_double_reference) {
   if (!harness(GetParam()).be->has_vattention()) GTEST_SKIP() << "no vAttention ops on this backend";
   int sampled_less = 0;
-  for (int c = 0; c < 5; ++c) {
+  for (int c = 0; c < k_page_cases; ++c) {
     page_problem p = page_case(c);
     // Values with a common direction, so the output is not near zero and a loose epsilon
     // really lets the numerator's bound sample less than the residual.

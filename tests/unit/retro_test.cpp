@@ -42,7 +42,7 @@ struct one_layer_stream {
     hp.head_dim = 16;
     hp.rope.n_rot = 16;
     mem = std::make_unique<sa::dense_memory>(*be, hp, hp.rope, capacity, sa::dtype::f32);
-    sparse = std::make_unique<sa::sparse_attention>(*be, meta, hp, c, capacity);
+    sparse = std::make_unique<sa::sparse_attention>(*be, meta, hp, c, capacity, sa::dtype::f32);
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> nd;
     const int64_t qd = hp.n_heads * hp.head_dim, kd = hp.n_kv_heads * hp.head_dim;

@@ -220,7 +220,7 @@ struct synthetic_head {
                   1.0f / std::sqrt(static_cast<float>(hp.head_dim)), dense_out, dense_lse, nullptr);
   }
   std::vector<sa::head_stat> sparse(const sa::sparse_config& c) {
-    sa::sparse_attention sa_(*be, meta, hp, c, n_keys);
+    sa::sparse_attention sa_(*be, meta, hp, c, n_keys, k.type);
     sa_.rebuild(0, kv(), n_keys);
     sa::batch_meta m;
     m.n = 1;

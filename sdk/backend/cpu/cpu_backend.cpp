@@ -291,9 +291,9 @@ void cpu_backend::summarize_pages(const tensor& k, int64_t capacity, int32_t pag
   const int32_t head_dim = static_cast<int32_t>(k.ne[0]);
   const int32_t n_kv_heads = static_cast<int32_t>(k.rows() / capacity);
   if (page_size < 1 || n_keys > capacity || first_page < 0 ||
-      first_page + n_pages > pages_capacity ||
+      first_page + n_pages > pages_capacity || summaries.type != dtype::f32 ||
       summaries.elements() < int64_t{n_kv_heads} * pages_capacity * 2 * head_dim)
-    fail(SA_ERR_INTERNAL, "summarize_pages: pages [%lld, +%lld) do not fit",
+    fail(SA_ERR_INTERNAL, "summarize_pages: pages [%lld, +%lld) do not fit (or summaries not f32)",
          static_cast<long long>(first_page), static_cast<long long>(n_pages));
   summarize_pages_rows(pool_, rows_of(k, head_dim), capacity, n_kv_heads, head_dim, page_size,
                        n_keys, first_page, n_pages, ptr<float>(summaries), pages_capacity);
@@ -304,8 +304,8 @@ void cpu_backend::page_scores(const tensor& q, const tensor& summaries, int64_t 
                               int64_t n_pages, bool group_mean, const tensor& scores) {
   const int64_t rankers = group_mean ? n_kv_heads : n_heads;
   if (n_pages > pages_capacity || scores.elements() < rankers * n_pages ||
-      q.elements() < int64_t{n_heads} * head_dim)
-    fail(SA_ERR_INTERNAL, "page_scores: %lld pages do not fit", static_cast<long long>(n_pages));
+      q.elements() < int64_t{n_heads} * head_dim || summaries.type != dtype::f32)
+    fail(SA_ERR_INTERNAL, "page_scores: %lld pages do not fit (or summaries not f32)", static_cast<long long>(n_pages));
   page_scores_rows(pool_, ptr<float>(q), ptr<float>(summaries), pages_capacity, n_heads,
                    n_kv_heads, head_dim, n_pages, group_mean, ptr<float>(scores), n_pages);
 }
@@ -342,8 +342,9 @@ void cpu_backend::select_pages(const tensor& q, const tensor& summaries, int64_t
   if (pv.n_pages > pages_bound || pv.n_pages > pages_capacity || pv.n_selected > select_bound ||
       scores.elements() < rankers * pages_bound || pages.type != dtype::i32 ||
       pages.elements() < rankers * select_bound || q.elements() < int64_t{n_heads} * head_dim ||
-      local_pages < 1 || sink_pages < 0)
-    fail(SA_ERR_INTERNAL, "select_pages: %lld pages (bound %lld) or %lld selected (bound %lld) do not fit",
+      local_pages < 1 || sink_pages < 0 || summaries.type != dtype::f32)
+    fail(SA_ERR_INTERNAL, "select_pages: %lld pages (bound %lld) or %lld selected (bound %lld) do not fit "
+         "(or summaries not f32)",
          static_cast<long long>(pv.n_pages), static_cast<long long>(pages_bound),
          static_cast<long long>(pv.n_selected), static_cast<long long>(select_bound));
   page_scores_rows(pool_, ptr<float>(q), ptr<float>(summaries), pages_capacity, n_heads,

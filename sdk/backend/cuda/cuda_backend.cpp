@@ -607,6 +607,21 @@ void cuda_backend::probe_keys(const tensor& q, const kv_view& kv, int32_t n_head
   check(launch_probe_keys(a, s, ptr<float>(scores), ptr<float>(vnorm2), stream_), "probe_keys");
 }
 
+namespace {
+// Summaries are f32 or the keys' own type (an element-wise max or min of keys is one of them).
+void check_summary_type(const tensor& k, const tensor& summaries, const char* op) {
+  if (summaries.type != dtype::f32 && summaries.type != k.type)
+    fail(SA_ERR_INTERNAL, "%s: %s summaries of %s keys", op, traits(summaries.type).name, traits(k.type).name);
+}
+}  // namespace
+
+dtype cuda_backend::page_summary_type(dtype key_type, int32_t head_dim) const {
+  // The keys' own 16-bit type when a summary row's halves are whole 16-byte chunks (what the
+  // scoring kernel copies): half the bytes selection reads, the same scores.
+  if ((key_type == dtype::f16 || key_type == dtype::bf16) && head_dim % 8 == 0) return key_type;
+  return dtype::f32;
+}
+
 void cuda_backend::summarize_pages(const tensor& k, int64_t capacity, int32_t page_size,
                                    int64_t n_keys, int64_t first_page, int64_t n_pages,
                                    const tensor& summaries, int64_t pages_capacity) {
@@ -616,8 +631,10 @@ void cuda_backend::summarize_pages(const tensor& k, int64_t capacity, int32_t pa
       summaries.elements() < int64_t{n_kv} * pages_capacity * 2 * head_dim || !is_kv_type(k.type))
     fail(SA_ERR_INTERNAL, "summarize_pages: pages [%lld, +%lld) do not fit",
          static_cast<long long>(first_page), static_cast<long long>(n_pages));
+  check_summary_type(k, summaries, "summarize_pages");
   check(launch_summarize_pages(dev(k), etype_of(k.type), capacity, n_kv, head_dim, page_size, n_keys,
-                               first_page, n_pages, ptr<float>(summaries), pages_capacity, stream_),
+                               first_page, n_pages, dev(summaries), etype_of(summaries.type), pages_capacity,
+                               stream_),
         "summarize_pages");
 }
 
@@ -627,7 +644,9 @@ void cuda_backend::page_scores(const tensor& q, const tensor& summaries, int64_t
   const int64_t rankers = group_mean ? n_kv_heads : n_heads;
   if (n_pages > pages_capacity || scores.elements() < rankers * n_pages)
     fail(SA_ERR_INTERNAL, "page_scores: %lld pages do not fit", static_cast<long long>(n_pages));
-  check(launch_page_scores(ptr<const float>(q), ptr<const float>(summaries), pages_capacity, n_heads,
+  if (!is_kv_type(summaries.type))
+    fail(SA_ERR_INTERNAL, "page_scores: summaries of type %s", traits(summaries.type).name);
+  check(launch_page_scores(ptr<const float>(q), dev(summaries), etype_of(summaries.type), pages_capacity, n_heads,
                            n_kv_heads, head_dim, n_pages, group_mean, ptr<float>(scores), stream_),
         "page_scores");
 }
@@ -650,8 +669,9 @@ void cuda_backend::summarize_newest_page(const tensor& k, int64_t capacity, int3
       summaries.elements() < int64_t{n_kv} * pages_capacity * 2 * head_dim)
     fail(SA_ERR_INTERNAL, "summarize_newest_page: summaries of %lld pages do not cover %lld rows",
          static_cast<long long>(pages_capacity), static_cast<long long>(capacity));
+  check_summary_type(k, summaries, "summarize_newest_page");
   check(launch_summarize_newest_page(dev(k), etype_of(k.type), capacity, n_kv, head_dim, page_size,
-                                     ints(plan), ptr<float>(summaries), pages_capacity, stream_),
+                                     ints(plan), dev(summaries), etype_of(summaries.type), pages_capacity, stream_),
         "summarize_newest_page");
 }
 
@@ -668,10 +688,12 @@ void cuda_backend::select_pages(const tensor& q, const tensor& summaries, int64_
       sink_pages < 0)
     fail(SA_ERR_INTERNAL, "select_pages: %lld pages or %lld selected per ranker do not fit",
          static_cast<long long>(pages_bound), static_cast<long long>(select_bound));
-  if (head_dim % 2 != 0 || summaries.offset % 16 != 0)
-    fail(SA_ERR_UNSUPPORTED, "the CUDA backend selects pages for an even head_dim and 16-byte aligned "
-         "summaries (this call: head_dim %d)", head_dim);
-  check(launch_select_pages(ptr<const float>(q), ptr<const float>(summaries), pages_capacity, n_heads,
+  if (!is_kv_type(summaries.type))
+    fail(SA_ERR_INTERNAL, "select_pages: summaries of type %s", traits(summaries.type).name);
+  if ((int64_t{head_dim} * traits(summaries.type).block_bytes) % 4 != 0 || summaries.offset % 16 != 0)
+    fail(SA_ERR_UNSUPPORTED, "the CUDA backend selects pages over 16-byte aligned summaries whose rows are "
+         "whole 4-byte words (this call: head_dim %d, %s summaries)", head_dim, traits(summaries.type).name);
+  check(launch_select_pages(ptr<const float>(q), dev(summaries), etype_of(summaries.type), pages_capacity, n_heads,
                             n_kv_heads, head_dim, group_mean, sink_pages, local_pages, ints(plan),
                             pages_bound, ptr<float>(scores), ptr<int32_t>(pages), select_bound, stream_),
         "select_pages");

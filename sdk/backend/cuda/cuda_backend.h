@@ -91,6 +91,7 @@ class cuda_backend final : public backend {
   void probe_keys(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                   int32_t head_dim, const key_sets& sets, float scale, const tensor& scores,
                   const tensor& vnorm2) override;
+  dtype page_summary_type(dtype key_type, int32_t head_dim) const override;
   void summarize_pages(const tensor& k, int64_t capacity, int32_t page_size, int64_t n_keys,
                        int64_t first_page, int64_t n_pages, const tensor& summaries,
                        int64_t pages_capacity) override;
