@@ -1434,7 +1434,11 @@ page_problem page_case(int c) {
     case 2: return page_problem(32, 8, 128, 2049, 17, dtype::bf16, 320);   // 8B-shaped heads
     case 3: return page_problem(4, 4, 64, 1000, 70, dtype::f16, 330);      // no GQA, most pages
     case 4: return page_problem(12, 4, 64, 16 * 40, 8, dtype::f32, 340);  // whole last page
-    default: return page_problem(4, 2, 6, 300, 5, dtype::f16, 350);       // rows of 4- and 8-byte chunks
+    default: {  // rows of 4- and 8-byte chunks; queries with zeros (heads 0, 1 and their mean)
+      page_problem p(4, 2, 6, 300, 5, dtype::f16, 350);
+      p.q[0] = p.q[2] = p.q[static_cast<size_t>(p.hd) + 2] = 0.0f;
+      return p;
+    }
   }
 }
 constexpr int k_page_cases = 5;  // case 5: summaries and selection only
