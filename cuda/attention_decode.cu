@@ -38,6 +38,7 @@ constexpr int STAGES = 3;    // tiles in shared memory: two loading while one is
 constexpr int MAX_SPLITS = 256;
 constexpr int64_t MAX_COUNTERS = 65536;  // (row, KV head, head group) merges one launch tracks
 constexpr float k_log2e = 1.4426950408889634f;
+constexpr int k_block_pages = 256;  // page ids the tensor-core kernel stages for its key range
 constexpr float k_ln2 = 0.6931471805599453f;
 
 // Where a block's keys come from: a range of rows (dense), a list of slots with optional
@@ -402,6 +403,24 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
   const S* kb = static_cast<const S*>(a.k) + static_cast<int64_t>(kvh) * a.k_capacity * HD;
   const S* vb = static_cast<const S*>(a.v) + static_cast<int64_t>(kvh) * a.v_capacity * HD;
 
+  // A paged block's page ids, staged once (each key's copy used to load its page's id from
+  // global memory and divide by the page size): ids of pages [pg0, pg0 + k_block_pages) in sp.
+  __shared__ int32_t sp[k_block_pages];
+  const int32_t ps = pt.page_size;
+  const int shift = pages && (ps & (ps - 1)) == 0 ? __ffs(ps) - 1 : -1;  // log2(page size), if a power of 2
+  const int64_t pg0 = pages && end > begin ? begin / ps : 0;
+  const bool staged = pages && end > begin && (end - 1) / ps - pg0 < k_block_pages;
+  if (staged) {
+    for (int64_t i = threadIdx.x; i <= (end - 1) / ps - pg0; i += k_threads) sp[i] = pages[pg0 + i];
+    __syncthreads();
+  }
+  auto key_row = [&](int64_t j) -> int64_t {
+    if (!pages) return j;
+    if (!staged) return page_row(pages, ps, j);
+    if (shift >= 0) return static_cast<int64_t>(sp[(j >> shift) - pg0]) * ps + (j & (ps - 1));
+    return static_cast<int64_t>(sp[j / ps - pg0]) * ps + j % ps;
+  };
+
   auto load_tile = [&](int64_t t, int stage) {
     S* kt = tiles + static_cast<size_t>(stage) * 2 * TK * LD;
     S* vt = kt + TK * LD;
@@ -410,7 +429,7 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
       const int r = idx / PP, p = idx % PP;
       int64_t j = begin + t * TK + r;
       if (j >= end) j = end - 1;  // a valid key; its probability is zero
-      const int64_t key = pages ? page_row(pages, pt.page_size, j) : j;
+      const int64_t key = key_row(j);
       const int64_t vrow = a.v_rows ? a.v_rows[key] : key;
       cp_async16(kt + r * LD + p * 8, kb + key * HD + p * 8);
       cp_async16(vt + r * LD + p * 8, vb + vrow * HD + p * 8);

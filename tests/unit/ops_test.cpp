@@ -1331,11 +1331,13 @@ struct page_problem {
   int32_t n_heads, n_kv_heads, hd;
   int64_t cap, n_keys;
   dtype type;
-  static constexpr int32_t page = 16, sinks = 1, locals = 2;
+  int32_t page;
+  static constexpr int32_t sinks = 1, locals = 2;
   std::vector<float> q, k, v;
   int64_t n_pages, pages_cap, n_selected, take;
-  page_problem(int32_t nh, int32_t nkv, int32_t d, int64_t n, int64_t budget_pages, dtype t, uint64_t seed)
-      : n_heads(nh), n_kv_heads(nkv), hd(d), cap(n + 21), n_keys(n), type(t) {
+  page_problem(int32_t nh, int32_t nkv, int32_t d, int64_t n, int64_t budget_pages, dtype t, uint64_t seed,
+               int32_t page_size = 16)
+      : n_heads(nh), n_kv_heads(nkv), hd(d), cap(n + 21), n_keys(n), type(t), page(page_size) {
     q = random_vec(static_cast<size_t>(n_heads * hd), seed, 1.5f);
     k = random_vec(static_cast<size_t>(n_kv_heads * cap * hd), seed + 1, 0.7f);
     v = random_vec(static_cast<size_t>(n_kv_heads * cap * hd), seed + 2);
@@ -1434,6 +1436,7 @@ page_problem page_case(int c) {
     case 2: return page_problem(32, 8, 128, 2049, 17, dtype::bf16, 320);   // 8B-shaped heads
     case 3: return page_problem(4, 4, 64, 1000, 70, dtype::f16, 330);      // no GQA, most pages
     case 4: return page_problem(12, 4, 64, 16 * 40, 8, dtype::f32, 340);  // whole last page
+    case 6: return page_problem(8, 2, 128, 3001, 300, dtype::f16, 360, 12);  // pages of 12, tensor-core path
     default: {  // rows of 4- and 8-byte chunks; queries with zeros (heads 0, 1 and their mean)
       page_problem p(4, 2, 6, 300, 5, dtype::f16, 350);
       p.q[0] = p.q[2] = p.q[static_cast<size_t>(p.hd) + 2] = 0.0f;
@@ -1441,7 +1444,7 @@ page_problem page_case(int c) {
     }
   }
 }
-constexpr int k_page_cases = 5;  // case 5: summaries and selection only
+constexpr int k_page_cases = 5;  // case 5: summaries and selection only; case 6: attention only
 
 TEST_P(ops, summarize_newest_page_recomputes_the_page_of_the_newest_key) {
   for (int c = 0; c <= k_page_cases; ++c)
@@ -1543,7 +1546,7 @@ TEST_P(ops, select_pages_ranks_thousands_of_pages) {
 }
 
 TEST_P(ops, attention_pages_attends_the_slots_of_the_selected_pages) {
-  for (int c = 0; c < k_page_cases; ++c) {
+  for (int c : {0, 1, 2, 3, 4, 6}) {
     const page_problem p = page_case(c);
     harness h(GetParam());
     tensor q = h.upload(p.q, p.hd, p.n_heads);
