@@ -1509,10 +1509,11 @@ TEST_P(ops, select_pages_scores_and_ranks_as_the_reference_does) {
 // few keys left near the threshold).
 TEST_P(ops, select_pages_ranks_thousands_of_pages) {
   harness h(GetParam());
-  for (int64_t n_pages : {3000, 7000, 12000, 20000})
+  for (int64_t n_pages : {3000, 7000, 12000, 20000}) {
+    const page_problem base(4, 2, 8, n_pages * 16 - 5, n_pages / 9, dtype::f32, static_cast<uint64_t>(400 + n_pages));
     for (int kind = 0; kind < 5; ++kind) {
       SCOPED_TRACE("pages " + std::to_string(n_pages) + ", kind " + std::to_string(kind));
-      page_problem p(4, 2, 8, n_pages * 16 - 5, n_pages / 9, dtype::f32, static_cast<uint64_t>(400 + n_pages + kind));
+      page_problem p = base;
       const int64_t page_floats = int64_t{p.page} * p.hd;
       for (int32_t g = 0; g < p.n_kv_heads; ++g)
         for (int64_t pg = 0; pg < p.n_pages; ++pg) {
@@ -1543,6 +1544,7 @@ TEST_P(ops, select_pages_ranks_thousands_of_pages) {
         }
       }
     }
+  }
 }
 
 TEST_P(ops, attention_pages_attends_the_slots_of_the_selected_pages) {
