@@ -184,7 +184,7 @@ __device__ __forceinline__ void chunk_floats(const unsigned char* p, float (&out
 // and ranker, plus the f16 conversions). Measured and dropped at 128K, 1/16, per head: two
 // rankers a thread sharing the conversions (H200 20.2 -> 22.3 us: twice the shared memory, half
 // the blocks resident); fmaxf in place of the compare where u has no zero (H100 21.1 -> 22.2).
-template <typename S, int CH>
+template <typename S, int CH, int HD>
 __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const float* q, const void* summaries,
                                                                        int64_t pages_capacity, int32_t n_heads,
                                                                        int32_t n_kv_heads, int32_t head_dim,
@@ -192,6 +192,7 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
                                                                        int64_t pages_bound, int32_t tp, float* scores) {
   using storage = typename S::storage;
   constexpr int E = CH / sizeof(storage);
+  if constexpr (HD > 0) head_dim = HD;  // the common head sizes compiled in: loops and slots fold
   pdl_begin();
   extern __shared__ __align__(16) unsigned char sm[];  // [2][tp][cpr][CH] tiles, then u
   const int64_t n_pages = plan[1];
@@ -526,7 +527,9 @@ cudaError_t launch_quest_scores_as(const float* q, const void* summaries, int64_
   const int32_t tp = score_tile_pages(rankers_per_kv);
   const size_t smem = 2 * static_cast<size_t>(tp) * 2 * head_dim * sizeof(typename S::storage) +
                       static_cast<size_t>(n_kv_heads) * rankers_per_kv * head_dim * sizeof(float);
-  auto* kernel = quest_scores_kernel<S, CH>;
+  auto* kernel = CH == 16 && head_dim == 128 ? quest_scores_kernel<S, CH, 128>
+                 : CH == 16 && head_dim == 64 ? quest_scores_kernel<S, CH, 64>
+                                              : quest_scores_kernel<S, CH, 0>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   int device = 0, n_sms = 0, per_sm = 0;
@@ -573,7 +576,8 @@ void launch_top_pages_kernel(const float* scores, int32_t n_rankers, int64_t pag
                              cudaStream_t s) {
   const int64_t per = ceil_div(pages_bound, k_top_threads);
   void (*kernel)(const float*, int64_t, int32_t, int32_t, const int32_t*, int32_t*, int64_t) =
-      per <= 2 ? top_pages_kernel<2> : per <= 4 ? top_pages_kernel<4> : per <= 8 ? top_pages_kernel<8> : top_pages_kernel<16>;
+      per <= 2 ? top_pages_kernel<2> : per <= 4 ? top_pages_kernel<4> : per <= 8 ? top_pages_kernel<8>
+      : per <= 12 ? top_pages_kernel<12> : top_pages_kernel<16>;
   launch_kernel(kernel, n_rankers, k_top_threads, 0, s, scores, pages_bound, sink_pages, local_pages, plan, pages,
                 select_bound);
 }
