@@ -374,7 +374,8 @@ TEST_P(on_device, recorded_steps_replay_and_equal_eager_steps) {
     setenv(eager_switch, "0", 1);
     sa::session eager(m, c);
     unsetenv(eager_switch);
-    const run_record a = greedy(recorded, prompt, 48), b = greedy(eager, prompt, 48);
+    // 24 steps: past two page boundaries (keys 304 and 320), every later step a replay.
+    const run_record a = greedy(recorded, prompt, 24), b = greedy(eager, prompt, 24);
     EXPECT_EQ(a.tokens, b.tokens) << method;
     for (size_t i = 0; i < a.logits.size(); ++i) ASSERT_EQ(a.logits[i], b.logits[i]) << method << ", step " << i;
     const sa::backend::step_counts counts = recorded.get_backend().steps();
@@ -382,7 +383,7 @@ TEST_P(on_device, recorded_steps_replay_and_equal_eager_steps) {
                 static_cast<unsigned long long>(counts.eager),
                 static_cast<unsigned long long>(counts.recorded),
                 static_cast<unsigned long long>(counts.replayed));
-    EXPECT_GE(counts.replayed, 40u) << method;
+    EXPECT_GE(counts.replayed, 16u) << method;
     EXPECT_EQ(eager.get_backend().steps().replayed, 0u) << method;
     EXPECT_EQ(recorded.stats().sparse_keys_attended, eager.stats().sparse_keys_attended) << method;
   }
