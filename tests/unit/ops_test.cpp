@@ -1263,59 +1263,60 @@ std::vector<dtype> summary_types(const harness& h, dtype type) {
 }
 
 TEST_P(ops, page_summaries_bound_every_keys_dot_product) {
-  for (dtype type : k_kv_types)
-  for (dtype sum_type : summary_types(harness(GetParam()), type)) {
-    SCOPED_TRACE(std::string(sa::traits(type).name) + " keys, " + sa::traits(sum_type).name + " summaries");
+  for (dtype type : k_kv_types) {
     const set_problem p(type);
     harness h(GetParam());
-    const int32_t page = 16;
-    const int64_t n_keys = 61, pages_cap = (p.cap + page - 1) / page;  // a partial last page
-    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, type);
-    tensor sum = h.upload(std::vector<float>(static_cast<size_t>(p.n_kv_heads * pages_cap * 2 * p.hd), NAN), p.hd,
-                          p.n_kv_heads * pages_cap * 2, sum_type);
-    h.be->summarize_pages(k, p.cap, page, n_keys, 0, (n_keys + page - 1) / page, sum, pages_cap);
-    const std::vector<float> s = h.download(sum);
-    const int64_t n_pages = (n_keys + page - 1) / page;
-    for (int32_t g = 0; g < p.n_kv_heads; ++g)
-      for (int64_t pg = 0; pg < n_pages; ++pg)
-        for (int32_t x = 0; x < p.hd; ++x) {  // exactly the element-wise max and min
-          float mx = -INFINITY, mn = INFINITY;
-          for (int64_t r = pg * page; r < std::min<int64_t>((pg + 1) * page, n_keys); ++r) {
-            mx = std::max(mx, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
-            mn = std::min(mn, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
-          }
-          EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)], mx);
-          EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)], mn);
-        }
-    for (bool group_mean : {false, true}) {
-      for (uint64_t seed = 0; seed < 10; ++seed) {
-        const std::vector<float> qv = random_vec(static_cast<size_t>(p.n_heads * p.hd), 200 + seed, 2.0f);
-        tensor q = h.upload(qv, p.hd, p.n_heads);
-        const int32_t rankers = group_mean ? p.n_kv_heads : p.n_heads;
-        tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * n_pages)), n_pages, rankers);
-        h.be->page_scores(q, sum, pages_cap, p.n_heads, p.n_kv_heads, p.hd, n_pages, group_mean, sc);
-        const std::vector<float> got = h.download(sc);
-        for (int32_t r = 0; r < rankers; ++r) {
-          std::vector<double> u(static_cast<size_t>(p.hd), 0.0);
-          const int32_t g = group_mean ? r : r / 3;
-          for (int32_t x = 0; x < p.hd; ++x) {
-            if (group_mean)
-              for (int32_t m = 0; m < 3; ++m) u[static_cast<size_t>(x)] += qv[static_cast<size_t>((g * 3 + m) * p.hd + x)] / 3.0;
-            else
-              u[static_cast<size_t>(x)] = qv[static_cast<size_t>(r * p.hd + x)];
-          }
-          for (int64_t pg = 0; pg < n_pages; ++pg) {
-            double bound = 0, best = -INFINITY;
-            for (int32_t x = 0; x < p.hd; ++x)
-              bound += std::max(u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)],
-                                u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)]);
-            for (int64_t row = pg * page; row < std::min<int64_t>((pg + 1) * page, n_keys); ++row) {
-              double d = 0;
-              for (int32_t x = 0; x < p.hd; ++x) d += u[static_cast<size_t>(x)] * p.k[static_cast<size_t>((g * p.cap + row) * p.hd + x)];
-              best = std::max(best, d);
+    for (dtype sum_type : summary_types(h, type)) {
+      SCOPED_TRACE(std::string(sa::traits(type).name) + " keys, " + sa::traits(sum_type).name + " summaries");
+      const int32_t page = 16;
+      const int64_t n_keys = 61, pages_cap = (p.cap + page - 1) / page;  // a partial last page
+      tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, type);
+      tensor sum = h.upload(std::vector<float>(static_cast<size_t>(p.n_kv_heads * pages_cap * 2 * p.hd), NAN), p.hd,
+                            p.n_kv_heads * pages_cap * 2, sum_type);
+      h.be->summarize_pages(k, p.cap, page, n_keys, 0, (n_keys + page - 1) / page, sum, pages_cap);
+      const std::vector<float> s = h.download(sum);
+      const int64_t n_pages = (n_keys + page - 1) / page;
+      for (int32_t g = 0; g < p.n_kv_heads; ++g)
+        for (int64_t pg = 0; pg < n_pages; ++pg)
+          for (int32_t x = 0; x < p.hd; ++x) {  // exactly the element-wise max and min
+            float mx = -INFINITY, mn = INFINITY;
+            for (int64_t r = pg * page; r < std::min<int64_t>((pg + 1) * page, n_keys); ++r) {
+              mx = std::max(mx, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
+              mn = std::min(mn, p.k[static_cast<size_t>((g * p.cap + r) * p.hd + x)]);
             }
-            EXPECT_NEAR(got[static_cast<size_t>(r * n_pages + pg)], bound, 1e-4 * (1 + std::fabs(bound)));
-            EXPECT_GE(got[static_cast<size_t>(r * n_pages + pg)] + 1e-4, best);  // the bound holds
+            EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)], mx);
+            EXPECT_EQ(s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)], mn);
+          }
+      for (bool group_mean : {false, true}) {
+        for (uint64_t seed = 0; seed < 10; ++seed) {
+          const std::vector<float> qv = random_vec(static_cast<size_t>(p.n_heads * p.hd), 200 + seed, 2.0f);
+          tensor q = h.upload(qv, p.hd, p.n_heads);
+          const int32_t rankers = group_mean ? p.n_kv_heads : p.n_heads;
+          tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * n_pages)), n_pages, rankers);
+          h.be->page_scores(q, sum, pages_cap, p.n_heads, p.n_kv_heads, p.hd, n_pages, group_mean, sc);
+          const std::vector<float> got = h.download(sc);
+          for (int32_t r = 0; r < rankers; ++r) {
+            std::vector<double> u(static_cast<size_t>(p.hd), 0.0);
+            const int32_t g = group_mean ? r : r / 3;
+            for (int32_t x = 0; x < p.hd; ++x) {
+              if (group_mean)
+                for (int32_t m = 0; m < 3; ++m) u[static_cast<size_t>(x)] += qv[static_cast<size_t>((g * 3 + m) * p.hd + x)] / 3.0;
+              else
+                u[static_cast<size_t>(x)] = qv[static_cast<size_t>(r * p.hd + x)];
+            }
+            for (int64_t pg = 0; pg < n_pages; ++pg) {
+              double bound = 0, best = -INFINITY;
+              for (int32_t x = 0; x < p.hd; ++x)
+                bound += std::max(u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2) * p.hd + x)],
+                                  u[static_cast<size_t>(x)] * s[static_cast<size_t>(((g * pages_cap + pg) * 2 + 1) * p.hd + x)]);
+              for (int64_t row = pg * page; row < std::min<int64_t>((pg + 1) * page, n_keys); ++row) {
+                double d = 0;
+                for (int32_t x = 0; x < p.hd; ++x) d += u[static_cast<size_t>(x)] * p.k[static_cast<size_t>((g * p.cap + row) * p.hd + x)];
+                best = std::max(best, d);
+              }
+              EXPECT_NEAR(got[static_cast<size_t>(r * n_pages + pg)], bound, 1e-4 * (1 + std::fabs(bound)));
+              EXPECT_GE(got[static_cast<size_t>(r * n_pages + pg)] + 1e-4, best);  // the bound holds
+            }
           }
         }
       }
@@ -1437,7 +1438,7 @@ page_problem page_case(int c) {
     case 3: return page_problem(4, 4, 64, 1000, 70, dtype::f16, 330);      // no GQA, most pages
     case 4: return page_problem(12, 4, 64, 16 * 40, 8, dtype::f32, 340);  // whole last page
     case 6: return page_problem(8, 2, 128, 3001, 300, dtype::f16, 360, 12);  // pages of 12, tensor-core path
-    default: {  // rows of 4- and 8-byte chunks; queries with zeros (heads 0, 1 and their mean)
+    default: {  // rows of 4- and 8-byte chunks; queries with zeros (heads 0, 1 and their mean: +0 and -0 products)
       page_problem p(4, 2, 6, 300, 5, dtype::f16, 350);
       p.q[0] = p.q[2] = p.q[static_cast<size_t>(p.hd) + 2] = 0.0f;
       return p;
@@ -1447,57 +1448,60 @@ page_problem page_case(int c) {
 constexpr int k_page_cases = 5;  // case 5: summaries and selection only; case 6: attention only
 
 TEST_P(ops, summarize_newest_page_recomputes_the_page_of_the_newest_key) {
-  for (int c = 0; c <= k_page_cases; ++c)
-  for (dtype sum_type : summary_types(harness(GetParam()), page_case(c).type)) {
+  for (int c = 0; c <= k_page_cases; ++c) {
     const page_problem p = page_case(c);
     harness h(GetParam());
     tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
-    std::vector<float> stale(static_cast<size_t>(p.n_kv_heads * p.pages_cap * 2 * p.hd), 5.0f);
-    tensor sum = h.upload(stale, p.hd, p.n_kv_heads * p.pages_cap * 2, sum_type);
-    const tensor plan = h.ints(p.plan());
-    h.be->summarize_newest_page(k, p.cap, p.page, plan, sum, p.pages_cap);
-    const std::vector<float> got = h.download(sum), want = p.summaries();
-    for (int32_t g = 0; g < p.n_kv_heads; ++g)
-      for (int64_t pg = 0; pg < p.pages_cap; ++pg)
-        for (int32_t x = 0; x < 2 * p.hd; ++x) {
-          const size_t i = static_cast<size_t>((g * p.pages_cap + pg) * 2 * p.hd + x);
-          ASSERT_EQ(got[i], pg == p.n_pages - 1 ? want[i] : 5.0f)
-              << "case " << c << " head " << g << " page " << pg << ", " << sa::traits(sum_type).name;
-        }
+    const std::vector<float> want = p.summaries();
+    for (dtype sum_type : summary_types(h, p.type)) {
+      std::vector<float> stale(static_cast<size_t>(p.n_kv_heads * p.pages_cap * 2 * p.hd), 5.0f);
+      tensor sum = h.upload(stale, p.hd, p.n_kv_heads * p.pages_cap * 2, sum_type);
+      const tensor plan = h.ints(p.plan());
+      h.be->summarize_newest_page(k, p.cap, p.page, plan, sum, p.pages_cap);
+      const std::vector<float> got = h.download(sum);
+      for (int32_t g = 0; g < p.n_kv_heads; ++g)
+        for (int64_t pg = 0; pg < p.pages_cap; ++pg)
+          for (int32_t x = 0; x < 2 * p.hd; ++x) {
+            const size_t i = static_cast<size_t>((g * p.pages_cap + pg) * 2 * p.hd + x);
+            ASSERT_EQ(got[i], pg == p.n_pages - 1 ? want[i] : 5.0f)
+                << "case " << c << " head " << g << " page " << pg << ", " << sa::traits(sum_type).name;
+          }
+    }
   }
 }
 
 TEST_P(ops, select_pages_scores_and_ranks_as_the_reference_does) {
-  for (int c = 0; c <= k_page_cases; ++c)
-  for (dtype sum_type : summary_types(harness(GetParam()), page_case(c).type)) {
-    SCOPED_TRACE(std::string(sa::traits(sum_type).name) + " summaries");
+  for (int c = 0; c <= k_page_cases; ++c) {
     const page_problem p = page_case(c);
     harness h(GetParam());
     const std::vector<float> sums = p.summaries();
-    tensor sum = h.upload(sums, p.hd, p.n_kv_heads * p.pages_cap * 2, sum_type);
     tensor q = h.upload(p.q, p.hd, p.n_heads);
     const tensor plan = h.ints(p.plan());
     const int64_t pages_bound = p.n_pages + 5, select_bound = p.n_selected + 3;
-    for (bool group_mean : {false, true}) {
-      const int32_t rankers = p.rankers(group_mean);
-      tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * pages_bound), NAN), pages_bound, rankers);
-      tensor pages = h.ints(std::vector<int32_t>(static_cast<size_t>(rankers * select_bound), -7));
-      h.be->select_pages(q, sum, p.pages_cap, p.n_heads, p.n_kv_heads, p.hd, group_mean, p.sinks, p.locals, plan,
-                         pages_bound, sc, pages, select_bound);
-      const std::vector<float> got_sc = h.download(sc), want_sc = p.scores(sums, group_mean);
-      const std::vector<int32_t> got = h.download_ints(pages);
-      for (int32_t r = 0; r < rankers; ++r) {
-        // The scores bit for bit (so every backend ranks the same pages), then the selection.
-        for (int64_t pg = 0; pg < p.n_pages; ++pg)
-          ASSERT_EQ(got_sc[static_cast<size_t>(r * pages_bound + pg)], want_sc[static_cast<size_t>(r * p.n_pages + pg)])
-              << "case " << c << " ranker " << r << " page " << pg;
-        const std::vector<int32_t> want = p.selection(want_sc.data() + r * p.n_pages);
-        const std::vector<int32_t> sel(got.begin() + r * select_bound, got.begin() + r * select_bound + p.n_selected);
-        EXPECT_EQ(sel, want) << "case " << c << " ranker " << r << (group_mean ? " (group)" : "");
-      }
-      if (c == 1 && !group_mean) {  // the duplicated pages tie: the lower one is ranked first
-        const float* s0 = want_sc.data();
-        EXPECT_EQ(s0[2], s0[3]);
+    for (dtype sum_type : summary_types(h, p.type)) {
+      SCOPED_TRACE(std::string(sa::traits(sum_type).name) + " summaries");
+      tensor sum = h.upload(sums, p.hd, p.n_kv_heads * p.pages_cap * 2, sum_type);
+      for (bool group_mean : {false, true}) {
+        const int32_t rankers = p.rankers(group_mean);
+        tensor sc = h.upload(std::vector<float>(static_cast<size_t>(rankers * pages_bound), NAN), pages_bound, rankers);
+        tensor pages = h.ints(std::vector<int32_t>(static_cast<size_t>(rankers * select_bound), -7));
+        h.be->select_pages(q, sum, p.pages_cap, p.n_heads, p.n_kv_heads, p.hd, group_mean, p.sinks, p.locals, plan,
+                           pages_bound, sc, pages, select_bound);
+        const std::vector<float> got_sc = h.download(sc), want_sc = p.scores(sums, group_mean);
+        const std::vector<int32_t> got = h.download_ints(pages);
+        for (int32_t r = 0; r < rankers; ++r) {
+          // The scores bit for bit (so every backend ranks the same pages), then the selection.
+          for (int64_t pg = 0; pg < p.n_pages; ++pg)
+            ASSERT_EQ(got_sc[static_cast<size_t>(r * pages_bound + pg)], want_sc[static_cast<size_t>(r * p.n_pages + pg)])
+                << "case " << c << " ranker " << r << " page " << pg;
+          const std::vector<int32_t> want = p.selection(want_sc.data() + r * p.n_pages);
+          const std::vector<int32_t> sel(got.begin() + r * select_bound, got.begin() + r * select_bound + p.n_selected);
+          EXPECT_EQ(sel, want) << "case " << c << " ranker " << r << (group_mean ? " (group)" : "");
+        }
+        if (c == 1 && !group_mean) {  // the duplicated pages tie: the lower one is ranked first
+          const float* s0 = want_sc.data();
+          EXPECT_EQ(s0[2], s0[3]);
+        }
       }
     }
   }
