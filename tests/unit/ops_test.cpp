@@ -1438,6 +1438,7 @@ page_problem page_case(int c) {
     case 3: return page_problem(4, 4, 64, 1000, 70, dtype::f16, 330);      // no GQA, most pages
     case 4: return page_problem(12, 4, 64, 16 * 40, 8, dtype::f32, 340);  // whole last page
     case 6: return page_problem(8, 2, 128, 3001, 300, dtype::f16, 360, 12);  // pages of 12, tensor-core path
+    case 7: return page_problem(16, 2, 64, 1500, 11, dtype::f16, 370);        // 8 query heads a KV head
     default: {  // rows of 4- and 8-byte chunks; queries with zeros (heads 0, 1 and their mean: +0 and -0 products)
       page_problem p(4, 2, 6, 300, 5, dtype::f16, 350);
       p.q[0] = p.q[2] = p.q[static_cast<size_t>(p.hd) + 2] = 0.0f;
@@ -1445,7 +1446,7 @@ page_problem page_case(int c) {
     }
   }
 }
-constexpr int k_page_cases = 5;  // case 5: summaries and selection only; case 6: attention only
+constexpr int k_page_cases = 5;  // case 5: summaries and selection only; case 6: attention only; case 7: selection only
 
 TEST_P(ops, summarize_newest_page_recomputes_the_page_of_the_newest_key) {
   for (int c = 0; c <= k_page_cases; ++c) {
@@ -1471,7 +1472,7 @@ TEST_P(ops, summarize_newest_page_recomputes_the_page_of_the_newest_key) {
 }
 
 TEST_P(ops, select_pages_scores_and_ranks_as_the_reference_does) {
-  for (int c = 0; c <= k_page_cases; ++c) {
+  for (int c : {0, 1, 2, 3, 4, 5, 7}) {
     const page_problem p = page_case(c);
     harness h(GetParam());
     const std::vector<float> sums = p.summaries();
