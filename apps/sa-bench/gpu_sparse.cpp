@@ -204,6 +204,9 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
     q.sparse.method = sa::sparse_method::quest;
     q.sparse.budget_ratio = 1.0f / 16;
     methods.push_back({"Quest 1/16", q, "quest"});
+    sa::session_config qg = q;  // one ranking per KV head: each selected page read once for the group
+    qg.sparse.granularity = sa::select_granularity::per_group;
+    methods.push_back({"Quest 1/16 per group", qg, "quest-group"});
     sa::session_config r = q;
     r.sparse.granularity = sa::select_granularity::per_group;
     r.sparse.rectify_every = 32;
