@@ -73,9 +73,11 @@ void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float*
 //     int32 sums s_j = sum over i < 4 of l[4j + i] * q[32b + 4j + i]; then
 //     acc[8 (b mod 2) + j] += (d_w(b) * d[b]) * float(s_j), and the result is
 //     t_j = acc[j] + acc[8 + j] summed as ((t0 + t4) + (t1 + t5)) + ((t2 + t6) + (t3 + t7)).
-//   Q4_K: per block, the exact int32 sums S = sum_j sc[j] * (levels of sub-block j . q) and
-//     M = sum_j m[j] * (sums of sub-block j's 32 levels); acc += (d * d[b]) * float(S) -
-//     (dmin * d[b]) * float(M), blocks in order.
+//   Q4_K: per block, 8 exact int32 lane sums T_k = sum over sub-blocks j of sc[j] * (levels
+//     4k .. 4k + 3 of sub-block j . their q) and 8 min lanes M_j = m[j] * (the input sums of
+//     sub-block j); acc[k] += (d * d[b]) * float(T_k) and accm[j] += (dmin * d[b]) *
+//     float(M_j), blocks in order; the result is reduce(acc) - reduce(accm), each 8 summed as
+//     Q8_0's t.
 //   Q6_K: per block, with the 6-bit level u (0..63) and the int8 scale s[k] of elements
 //     16k .. 16k + 15: S = sum_k s[k] * (u . q over those 16) - 32 * sum_k s[k] * sums[16b + k];
 //     acc += (d * d[b]) * float(S), blocks in order.

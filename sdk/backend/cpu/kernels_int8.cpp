@@ -4,7 +4,8 @@
 // A weight row of Q8_0, Q4_0, Q4_K or Q6_K keeps its integer levels; the input row is quantized
 // once per product to levels in -127..127 with one f32 scale per block (32 elements for Q8_0 and
 // Q4_0, 256 for the k-quants). A block's product is then an exact int32 sum of level products,
-// scaled to float once (Q8_0, Q4_0: per 4-element lane, 8 lanes a block; Q4_K, Q6_K: per block),
+// scaled to float once (Q8_0, Q4_0: per 4-element lane, 8 lanes a block; Q4_K: in 8 lanes, each
+// summing its sub-blocks' scaled sums, and 8 lanes of mins; Q6_K: per block),
 // so the SIMD kernels give the oracle's bits whatever their lane width: the integer sums are
 // exact in any order, and the float steps are the oracle's, in its order.
 //
@@ -98,8 +99,13 @@ float dot_q32_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const floa
   return reduce8(t);
 }
 
+// Q4_K in lanes, so that the SIMD kernels keep their sums in vectors across blocks: lane k
+// (0..8) of a block is sum over its 8 sub-blocks j of sc[j] * (the levels 4k .. 4k + 3 of
+// sub-block j against their inputs); min lane j is m[j] * (the input sums of sub-block j). Both
+// exact in int32; then per lane, block after block, acc[k] += (d dx) t[k] and accm[j] +=
+// (dmin dx) v[j], and the lanes summed last.
 float dot_q4_k_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const float* table) {
-  float acc = 0.0f;
+  float acc[8] = {}, accm[8] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 144;
     const float d = table[quant_detail::load_u16(blk)];
@@ -108,17 +114,21 @@ float dot_q4_k_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const flo
     quant_detail::unpack_q4_k_scales(blk + 4, sc, m);
     const int8_t* q = x.q + 256 * b;
     const int16_t* sums = x.sums + 16 * b;
-    int32_t s_all = 0, m_all = 0;
+    int32_t t[8] = {}, v[8];
     for (int j = 0; j < 8; ++j) {
       const uint8_t* qs = blk + 16 + 32 * (j / 2);
-      int32_t sum = 0;
-      for (int i = 0; i < 32; ++i) sum += ((j & 1) ? qs[i] >> 4 : qs[i] & 0xF) * q[32 * j + i];
-      s_all += sc[j] * sum;
-      m_all += m[j] * (sums[2 * j] + sums[2 * j + 1]);
+      for (int k = 0; k < 8; ++k) {
+        int32_t sum = 0;
+        for (int i = 4 * k; i < 4 * k + 4; ++i) sum += ((j & 1) ? qs[i] >> 4 : qs[i] & 0xF) * q[32 * j + i];
+        t[k] += sc[j] * sum;
+      }
+      v[j] = m[j] * (sums[2 * j] + sums[2 * j + 1]);
     }
-    acc += (d * x.d[b]) * static_cast<float>(s_all) - (dmin * x.d[b]) * static_cast<float>(m_all);
+    const float a = d * x.d[b], am = dmin * x.d[b];
+    for (int k = 0; k < 8; ++k) acc[k] += a * static_cast<float>(t[k]);
+    for (int j = 0; j < 8; ++j) accm[j] += am * static_cast<float>(v[j]);
   }
-  return acc;
+  return reduce8(acc) - reduce8(accm);
 }
 
 float dot_q6_k_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const float* table) {
@@ -249,9 +259,10 @@ SA_AVX2 void dot_q32_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const
   for (int i = 0; i < NX; ++i) out[i] = reduce8_avx2(_mm256_add_ps(even[i], odd[i]));
 }
 
-// The k-quants' float step, the oracle's: a block's exact integer sums into acc.
-inline void q4_k_finish(float& acc, float d, float dmin, float dx, int32_t s_all, int32_t m_all) {
-  acc += (d * dx) * static_cast<float>(s_all) - (dmin * dx) * static_cast<float>(m_all);
+// Q4_K's float step, the oracle's: a block's 8 lane sums t and 8 min lanes v into the lanes.
+SA_AVX2 inline void q4_k_step(__m256& acc, __m256& accm, float d, float dmin, float dx, __m256i t, __m256i v) {
+  acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(t)));
+  accm = _mm256_add_ps(accm, _mm256_mul_ps(_mm256_set1_ps(dmin * dx), _mm256_cvtepi32_ps(v)));
 }
 
 // Q4_K's 12 bytes of packed 6-bit scales and mins -> 16 bytes: sc[0..8) then m[0..8) (the
@@ -270,16 +281,13 @@ inline __m128i q4_k_scales_mins(const uint8_t* s) {
   return v;
 }
 
-SA_AVX2 inline int32_t hsum_i32x4(__m128i s) {
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
+// The min lanes: lane j = m[j] (sums[2j] + sums[2j + 1]); mdup the 8 mins as i16, each twice
+// (q4_k_mins_dup), sums a block's 16 input sums.
+SA_AVX2 inline __m256i q4_k_offsets(__m256i mdup, const int16_t* sums) { return _mm256_madd_epi16(load32(sums), mdup); }
 
-// sum_j m[j] * (sums[2j] + sums[2j + 1]): m8 the 8 mins as i16, sums a block's 16 input sums.
-SA_AVX2 inline int32_t q4_k_offsets(__m128i m8, const int16_t* sums) {
-  const __m256i v = load32(sums);
-  return hsum_i32x4(_mm_madd_epi16(_mm_hadd_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)), m8));
+// The 8 mins of q4_k_scales_mins' result as i16, each twice: m0 m0 m1 m1 .. m7 m7.
+SA_AVX2 inline __m256i q4_k_mins_dup(__m128i sm) {
+  return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8)));
 }
 
 // 16 i16 lanes of sc[k] from sc16 (the 8 scales as i16 in each 128-bit half).
@@ -297,14 +305,15 @@ SA_AVX2 inline __m256i q6_k_offsets(__m256i scales16, const int16_t* sums) {
 template <int NX>
 SA_AVX2 void dot_q4_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
   const __m256i low4 = _mm256_set1_epi8(0xF);
-  float acc[NX] = {};
+  __m256 acc[NX], accm[NX];
+  for (int i = 0; i < NX; ++i) acc[i] = accm[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 144;
     const float d = table[quant_detail::load_u16(blk)];
     const float dmin = table[quant_detail::load_u16(blk + 2)];
     const __m128i sm = q4_k_scales_mins(blk + 4);
     const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+    const __m256i mdup = q4_k_mins_dup(sm);
     __m256i s[NX];
     for (int i = 0; i < NX; ++i) s[i] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -318,9 +327,9 @@ SA_AVX2 void dot_q4_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, cons
       }
     }
     for (int i = 0; i < NX; ++i)
-      q4_k_finish(acc[i], d, dmin, x[i].d[b], hsum_i32(s[i]), q4_k_offsets(m8, x[i].sums + 16 * b));
+      q4_k_step(acc[i], accm[i], d, dmin, x[i].d[b], s[i], q4_k_offsets(mdup, x[i].sums + 16 * b));
   }
-  for (int i = 0; i < NX; ++i) out[i] = acc[i];
+  for (int i = 0; i < NX; ++i) out[i] = reduce8_avx2(acc[i]) - reduce8_avx2(accm[i]);
 }
 
 // Q6_K's 6-bit levels of half h (128 elements), quarter by quarter: u[k] = elements 32k ..
@@ -438,31 +447,46 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const
 }
 
 // Q4_K: a chunk's 64 levels (low nibbles, then high) against 64 contiguous inputs, maddubs to
-// 32 i16, then dpwssd with the two sub-blocks' scales (16 lanes each).
+// 32 i16, then dpwssd with the two sub-blocks' scales (16 lanes each). The chunk's 32 bytes go
+// into both halves of a register, the high half shifted by 4, so one mask takes both nibbles;
+// one permute spreads the two scales. Lanes k and k + 8 (even and odd sub-blocks) are the
+// oracle's lane k; its 8 lanes and 8 min lanes then share one 16-lane float step.
 template <int NX>
 SA_VNNI void dot_q4_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
-  const __m256i low4 = _mm256_set1_epi8(0xF);
-  float acc[NX] = {};
+  const __m512i low4 = _mm512_set1_epi8(0xF);
+  const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  __m512i scale_idx[4];
+  for (int c = 0; c < 4; ++c)
+    scale_idx[c] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)),
+                                      _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1);
+  __m512 acc[NX];  // lanes 0..8 the oracle's acc, 8..16 its accm
+  for (int i = 0; i < NX; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 144;
     const float d = table[quant_detail::load_u16(blk)];
     const float dmin = table[quant_detail::load_u16(blk + 2)];
     const __m128i sm = q4_k_scales_mins(blk + 4);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
-    const __m128i m8 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+    const __m256i mdup = q4_k_mins_dup(sm);
+    const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(d), _mm256_set1_ps(dmin), 1);
     __m512i s[NX];
     for (int i = 0; i < NX; ++i) s[i] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
-      const __m256i v = load32(blk + 16 + 32 * c);
-      const __m512i u = join(_mm256_and_si256(v, low4), _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
-      const __m512i s16 = join(q4_k_scale(sc16, 2 * c), q4_k_scale(sc16, 2 * c + 1));
+      const __m512i v = _mm512_broadcast_i64x4(load32(blk + 16 + 32 * c));
+      const __m512i u = _mm512_and_si512(_mm512_srlv_epi16(v, shift), low4);
+      const __m512i s16 = _mm512_permutexvar_epi16(scale_idx[c], sc16);
       for (int i = 0; i < NX; ++i)
         s[i] = _mm512_dpwssd_epi32(s[i], _mm512_maddubs_epi16(u, _mm512_loadu_si512(x[i].q + 256 * b + 64 * c)), s16);
     }
-    for (int i = 0; i < NX; ++i)
-      q4_k_finish(acc[i], d, dmin, x[i].d[b], _mm512_reduce_add_epi32(s[i]), q4_k_offsets(m8, x[i].sums + 16 * b));
+    for (int i = 0; i < NX; ++i) {
+      const __m256i t = _mm256_add_epi32(_mm512_castsi512_si256(s[i]), _mm512_extracti64x4_epi64(s[i], 1));
+      const __m512i tv = _mm512_inserti64x4(_mm512_castsi256_si512(t), q4_k_offsets(mdup, x[i].sums + 16 * b), 1);
+      const __m512 f = _mm512_mul_ps(dd, _mm512_set1_ps(x[i].d[b]));  // d dx, dmin dx: the oracle's products
+      acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(f, _mm512_cvtepi32_ps(tv)));
+    }
   }
-  for (int i = 0; i < NX; ++i) out[i] = acc[i];
+  for (int i = 0; i < NX; ++i)
+    out[i] = reduce8_avx2(_mm512_castps512_ps256(acc[i])) - reduce8_avx2(_mm512_extractf32x8_ps(acc[i], 1));
 }
 
 // Q6_K: quarters 0, 1 and 2, 3 of each half as 64 levels against 64 contiguous inputs; the
