@@ -140,7 +140,10 @@ namespace {
 
 constexpr int k_score_threads = 128;
 constexpr int k_top_threads = 1024;
-constexpr int k_cands = 128;  // keys left in the threshold's bin ranked directly (top pages)
+constexpr int k_cands = 256;  // keys left in the threshold's bin ranked directly (top pages)
+constexpr int k_cand_lanes = k_top_threads / k_cands;  // lanes that rank one of them
+static_assert(k_cand_lanes >= 1 && k_cand_lanes <= 32 && (k_cand_lanes & (k_cand_lanes - 1)) == 0,
+              "a candidate's lanes are a power of two within a warp");
 
 template <int CH>
 __device__ __forceinline__ void cp_async_chunk(void* smem, const void* gmem) {
@@ -487,15 +490,22 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
           }
         }
         __syncthreads();
+        // Candidate c is compared by the k_cand_lanes consecutive lanes c * k_cand_lanes + s, each
+        // against every k_cand_lanes-th other from s; their counts meet by shuffles.
         const int32_t n = sh_cands;
-        if (static_cast<int32_t>(threadIdx.x) < n) {
-          const uint32_t k = cands[threadIdx.x];
-          int32_t larger = 0, equal = 0;
-          for (int32_t j = 0; j < n; ++j) larger += cands[j] > k, equal += cands[j] == k;
-          if (larger < remaining && larger + equal >= remaining) {  // the same for every copy of k
-            sh_prefix = k;
-            sh_remaining = remaining - larger;
-          }
+        const int32_t c = static_cast<int32_t>(threadIdx.x) / k_cand_lanes, sub = threadIdx.x % k_cand_lanes;
+        const uint32_t k = c < n ? cands[c] : 0u;
+        int32_t larger = 0, equal = 0;
+        if (c < n)
+          for (int32_t j = sub; j < n; j += k_cand_lanes) larger += cands[j] > k, equal += cands[j] == k;
+#pragma unroll
+        for (int o = k_cand_lanes / 2; o > 0; o >>= 1) {
+          larger += __shfl_xor_sync(0xffffffffu, larger, o);
+          equal += __shfl_xor_sync(0xffffffffu, equal, o);
+        }
+        if (c < n && sub == 0 && larger < remaining && larger + equal >= remaining) {  // the same for every copy of k
+          sh_prefix = k;
+          sh_remaining = remaining - larger;
         }
         __syncthreads();
         prefix = sh_prefix;
