@@ -76,7 +76,8 @@ layout(push_constant) uniform params {
   uint rb;        // rows per workgroup
   uint bound;     // kv_len bound (dense) / largest set (sets) / keys of a page list (pages)
   uint flags;     // 1: v_rows (dense) or log weights (sets); pages: 2 = the heads of a KV
-                  // head share its page list (else head h reads list h)
+                  // head share its page list (else head h reads list h), 4 = ids of -1 hold
+                  // no key (a masked table)
   uint page_size; // pages: rows per page
   uint page_stride; // pages: ids per page list
 };
@@ -236,7 +237,8 @@ void main() {
         const float bias = (flags & 1u) != 0u ? log_w.v[first + j] : 0.0;
 #elif PAGES
         const uint vrow = page_row(list, j);
-        const float bias = 0.0;
+        // A masked table's ids of -1 hold no key (flags & 4: mask_pages' output, PRR).
+        const float bias = (flags & 4u) != 0u && rows.v[list + j / page_size] < 0 ? NEG_INF : 0.0;
 #else
         const uint vrow = (flags & 1u) != 0u ? uint(rows.v[j]) : j;
         const float bias = 0.0;

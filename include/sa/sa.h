@@ -408,9 +408,8 @@ typedef struct sa_session sa_session;
 ** log-sum-exp. In this version the prediction's attention and the selection run one after
 ** the other on every backend (the same result as an overlap). prr_mode says what the output
 ** is. Per head or per group selection, with ReSA's rectification, and with RetroAttention in
-** the strict mode; not with vAttention or the oracle (SA_ERR_UNSUPPORTED). CPU and CUDA
-** backends in this version (SA_ERR_UNSUPPORTED on Vulkan; SA_BACKEND_AUTO picks CUDA when
-** there is a device, else the CPU). */
+** the strict mode; not with vAttention or the oracle (SA_ERR_UNSUPPORTED). Runs on every
+** backend (CPU, CUDA, Vulkan). */
 #define SA_SPECULATION_PRR  1
 #define SA_PRR_SUPERSET 0 /* attention over the predicted and the selected pages (the paper) */
 #define SA_PRR_STRICT   1 /* attention over the selected pages: Quest's output (to rounding) */

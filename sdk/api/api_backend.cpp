@@ -39,13 +39,11 @@ void choose_backend(const sa_session_params& p, sa::session_config& c) {
         sa::fail(SA_ERR_INVALID_ARG, "device %d with SA_BACKEND_AUTO: name the backend kind too",
                  p.device);
       // The first CUDA device, else the first Vulkan GPU (not one run by the CPU), else the CPU.
-      // PRR runs on the CPU and CUDA only in this version: AUTO skips Vulkan for PRR sessions.
       c.backend = sa::backend_kind::cpu;
       if (!sa::list_devices(sa::backend_kind::cuda).empty()) {
         c.backend = sa::backend_kind::cuda;
         return;
       }
-      if (p.speculation != SA_SPECULATION_NONE) return;
       const std::vector<sa::device_info> vk = sa::list_devices(sa::backend_kind::vulkan);
       for (size_t i = 0; i < vk.size(); ++i)
         if (!vk[i].software) {

@@ -265,7 +265,6 @@ void vulkan_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t
                                      int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
                                      int64_t select_bound, const tensor& plan, float scale, const tensor& out,
                                      const tensor& lse, bool masked) {
-  if (masked) fail(SA_ERR_UNSUPPORTED, "attention_pages over masked page tables (PRR) is not implemented on the vulkan backend");
   if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_pages: values must sit at the keys' rows");
   const int64_t n = check_problem("attention_pages", q, kv, n_heads, n_kv_heads, head_dim, kv.capacity);
   check_outputs("attention_pages", n, n_heads, head_dim, out, lse);
@@ -292,7 +291,7 @@ void vulkan_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t
   pc.rb = 1;
   pc.bound = u32(bound);
   check_aligned(*this, *kv.k, *kv.v);
-  pc.flags = group_mean ? 2u : 0u;
+  pc.flags = (group_mean ? 2u : 0u) | (masked ? 4u : 0u);
   pc.page_size = u32(page_size);
   pc.page_stride = u32(select_bound);
   const dtype type = kv.k->type;

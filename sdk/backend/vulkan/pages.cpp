@@ -192,11 +192,16 @@ void vulkan_backend::select_pages(const tensor& q, const tensor& summaries, int6
   dispatch(shader::pages_select_scores, sp,
            static_cast<uint32_t>(std::min<int64_t>((scored + 255) / 256, max_groups())),
            static_cast<uint32_t>(n_kv_heads * chunks));
-  // Selection: a workgroup per ranker.
+  select_top(scores, rankers, pages_bound, sink_pages, local_pages, plan, pages, select_bound);
+}
+
+void vulkan_backend::select_top(const tensor& scores, int64_t n_rankers, int64_t pages_bound, int32_t sink_pages,
+                                int32_t local_pages, const tensor& plan, const tensor& pages, int64_t select_bound) {
+  // A workgroup per ranker.
   const select_top_pc tp{addr(scores), ints(pages), ints(plan), static_cast<uint32_t>(pages_bound),
                          static_cast<uint32_t>(select_bound), static_cast<uint32_t>(sink_pages),
                          static_cast<uint32_t>(local_pages)};
-  dispatch(shader::pages_select_top, tp, static_cast<uint32_t>(rankers));
+  dispatch(shader::pages_select_top, tp, static_cast<uint32_t>(n_rankers));
 }
 
 }  // namespace sa::vk

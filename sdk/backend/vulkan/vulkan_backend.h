@@ -142,6 +142,17 @@ class vulkan_backend final : public backend {
                     int32_t sink_pages, int32_t local_pages, const tensor& plan,
                     int64_t pages_bound, const tensor& scores, const tensor& pages,
                     int64_t select_bound) override;
+  // prr.cpp
+  bool has_prr() const override { return true; }
+  void predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, float phi,
+                     int32_t sink_pages, int32_t local_pages, const tensor& plan, int64_t pages_bound,
+                     const tensor& scores, const tensor& pages, int64_t select_bound) override;
+  void update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
+                        const tensor& scores, int64_t scores_stride, const tensor& plan, float alpha,
+                        float beta, float phi) override;
+  void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
+                  int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
+                  const tensor& out, const tensor* kept = nullptr) override;
   // sampling.cpp
   void sample(const tensor& logits, const sampler_config& c, const tensor& uniform,
               const tensor& token) override;
@@ -165,6 +176,11 @@ class vulkan_backend final : public backend {
   // A scratch buffer of at least `bytes` in slot `slot`; it only grows, and growing invalidates
   // the recorded steps (their addresses would be stale). Returns its device address.
   uint64_t scratch(size_t slot, size_t bytes);
+  // Each ranker's forced pages and its `take` best others by scores [n_rankers][pages_bound]
+  // (pages_select_top), ascending, into pages [n_rankers][select_bound]: select_pages' second
+  // half, and PRR's predicted set.
+  void select_top(const tensor& scores, int64_t n_rankers, int64_t pages_bound, int32_t sink_pages,
+                  int32_t local_pages, const tensor& plan, const tensor& pages, int64_t select_bound);
   // attention_sets over sets given by device addresses (offsets [n * n_heads + 1], slots, log
   // weights or 0; largest bounds every set), with every check: attention_sets itself, and the
   // RetroAttention supplements, whose sets are built in scratch. n_offsets: the offsets' count

@@ -119,7 +119,7 @@ c_enum! {
     Speculation {
         /// None.
         None = SA_SPECULATION_NONE,
-        /// PRR: predict, reuse, repair (needs [`Sparse::Quest`]; CPU and CUDA in this version).
+        /// PRR: predict, reuse, repair (needs [`Sparse::Quest`]; every backend).
         Prr = SA_SPECULATION_PRR,
     }
 }
