@@ -217,21 +217,29 @@ TEST_F(prr_api, settings_are_checked_and_unsupported_combinations_named) {
   p_.correction = SA_CORRECTION_RETRO;  // Retro with the superset: unsupported
   EXPECT_EQ(sa_session_create(model_, &p_, &s), SA_ERR_UNSUPPORTED);
   EXPECT_NE(std::string(sa_last_error()).find("strict"), std::string::npos) << sa_last_error();
-  p_.prr_mode = SA_PRR_STRICT;  // ... and with the strict mode it composes, with rectification too
-  p_.rectify_every = 3;
+  p_.prr_mode = SA_PRR_STRICT;  // ... and with the strict mode it composes, with rectification too,
+  p_.rectify_every = 3;         // on every device this build lists
   p_.dense_layers = 0;
   p_.budget_tokens = 32;
-  ASSERT_EQ(sa_session_create(model_, &p_, &s), SA_OK) << sa_last_error();
-  const std::vector<int32_t> prompt = sa_test::token_stream(200, 7);
-  ASSERT_EQ(sa_prefill(s, prompt.data(), prompt.size(), nullptr, nullptr), SA_OK) << sa_session_errmsg(s);
-  for (int32_t t : sa_test::token_stream(8, 8)) ASSERT_EQ(sa_decode_step(s, t, nullptr), SA_OK) << sa_session_errmsg(s);
-  sa_stats st{};
-  st.struct_size = sizeof st;
-  ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
-  EXPECT_EQ(st.n_rectified, 6u);
-  EXPECT_GT(st.retro_effective_budget, 1.0);
-  EXPECT_GT(st.prr_hit_rate, 0.0);
-  sa_session_destroy(s);
+  for (int32_t i = 0; i < sa_backend_count(); ++i) {
+    sa_backend_desc d{};
+    d.struct_size = sizeof d;
+    ASSERT_EQ(sa_backend_info(i, &d), SA_OK) << sa_last_error();
+    SCOPED_TRACE(d.name);
+    p_.backend = d.kind;
+    p_.device = d.kind == SA_BACKEND_CPU ? 0 : d.device;
+    ASSERT_EQ(sa_session_create(model_, &p_, &s), SA_OK) << sa_last_error();
+    const std::vector<int32_t> prompt = sa_test::token_stream(200, 7);
+    ASSERT_EQ(sa_prefill(s, prompt.data(), prompt.size(), nullptr, nullptr), SA_OK) << sa_session_errmsg(s);
+    for (int32_t t : sa_test::token_stream(8, 8)) ASSERT_EQ(sa_decode_step(s, t, nullptr), SA_OK) << sa_session_errmsg(s);
+    sa_stats st{};
+    st.struct_size = sizeof st;
+    ASSERT_EQ(sa_session_stats(s, &st), SA_OK);
+    EXPECT_EQ(st.n_rectified, 6u);
+    EXPECT_GT(st.retro_effective_budget, 1.0);
+    EXPECT_GT(st.prr_hit_rate, 0.0);
+    sa_session_destroy(s);
+  }
 }
 
 TEST_F(prr_api, a_saved_session_resumes_its_predictor_bitwise) {
