@@ -13,8 +13,8 @@
 //
 // select_pages, two kernels (Quest on the device: a decode step's page ids never leave the GPU):
 //   quest_scores: persistent blocks of 128 over tiles of a KV head's pages, double-buffered by
-//     cp.async, a thread per (page, ranker of the KV head) — per page, where a KV head has one
-//     ranker — summing max(u kmax, u kmin) over the dims in order (the CPU's arithmetic, so every backend ranks the same pages). Bytes: the
+//     cp.async, a thread per (page, ranker of the KV head) summing max(u kmax, u kmin) over the
+//     dims in order (the CPU's arithmetic, so every backend ranks the same pages). Bytes: the
 //     summaries of n_pages pages once per KV head, q, the scores.
 //   top_pages: a block of 1024 per ranker, each thread holding a run of consecutive pages (up
 //     to 16 in registers). A radix select (8-bit passes over an order-preserving integer of each
@@ -172,46 +172,38 @@ __device__ __forceinline__ void chunk_floats(const unsigned char* p, float (&out
   }
 }
 
-// Quest's bound of one page against R rankers: the page's summary row in shared memory (chunk c
-// of the row in slot (c + rot) % cpr; the max half's chunks first, then the min half's), u
-// [R][head_dim] the rankers' query vectors; out[r * stride] = sum over d in order, in f32, of
-// max(u_d kmax_d, u_d kmin_d). The rankers share each chunk's loads and conversions.
-template <typename S, int CH, int R>
-__device__ __forceinline__ void score_row(const unsigned char* row, int32_t rot, int32_t cpr, int32_t half,
-                                          const float* u, int32_t head_dim, float* out, int64_t stride) {
+// Quest's bound of one page for one ranker: the page's summary row in shared memory (chunk c of
+// the row in slot (c + rot) % cpr; the max half's chunks first, then the min half's), u
+// [head_dim] the ranker's query vector; the sum over d in order, in f32, of max(u_d kmax_d,
+// u_d kmin_d).
+template <typename S, int CH>
+__device__ __forceinline__ float score_row(const unsigned char* row, int32_t rot, int32_t cpr, int32_t half,
+                                           const float* u) {
   constexpr int E = CH / sizeof(typename S::storage);
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  float acc = 0.0f;
   for (int32_t c = 0; c < half; ++c) {
     const int32_t sx = c + rot < cpr ? c + rot : c + rot - cpr;
     const int32_t sn = c + half + rot < cpr ? c + half + rot : c + half + rot - cpr;
-    float mx[E], mn[E];
+    float mx[E], mn[E], uv[E];
     chunk_floats<S, CH>(row + sx * CH, mx);
     chunk_floats<S, CH>(row + sn * CH, mn);
+    if constexpr (E % 4 == 0) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const float* ur = u + r * head_dim + c * E;
-      float uv[E];
-      if constexpr (E % 4 == 0) {
-#pragma unroll
-        for (int e = 0; e < E; e += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(ur + e);
-          uv[e] = v.x, uv[e + 1] = v.y, uv[e + 2] = v.z, uv[e + 3] = v.w;
-        }
-      } else {
-#pragma unroll
-        for (int e = 0; e < E; ++e) uv[e] = ur[e];
+      for (int e = 0; e < E; e += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(u + c * E + e);
+        uv[e] = v.x, uv[e + 1] = v.y, uv[e + 2] = v.z, uv[e + 3] = v.w;
       }
+    } else {
 #pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const float a = __fmul_rn(uv[e], mx[e]), b = __fmul_rn(uv[e], mn[e]);
-        acc[r] = __fadd_rn(acc[r], a < b ? b : a);  // std::max(a, b), never contracted
-      }
+      for (int e = 0; e < E; ++e) uv[e] = u[c * E + e];
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float a = __fmul_rn(uv[e], mx[e]), b = __fmul_rn(uv[e], mn[e]);
+      acc = __fadd_rn(acc, a < b ? b : a);  // std::max(a, b), never contracted
     }
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r) out[r * stride] = acc[r];
+  return acc;
 }
 
 // Persistent blocks of k_score_threads over tiles of tp pages of one KV head (tile t: head
@@ -221,10 +213,9 @@ __device__ __forceinline__ void score_row(const unsigned char* row, int32_t rot,
 //   2. Tiles double-buffered: tile t + gridDim.x is copied (cp.async) while tile t is scored;
 //      chunk c of page i goes to slot (c + i) % cpr of its row, so consecutive pages read a
 //      chunk from different banks.
-//   3. R > 0 (the KV head's R rankers compiled in; tp = k_score_threads): thread x scores page x
-//      of the tile for all R rankers, which share its loads and conversions. R = 0: thread x
-//      scores page x % tp against the rankers x / tp, x / tp + k_score_threads / tp, ... Either
-//      way acc += max(u_d kmax_d, u_d kmin_d) over d in order, in f32 (the CPU's arithmetic, so
+//   3. Thread x scores page x % tp of the tile against the KV head's rankers x / tp, x / tp +
+//      k_score_threads / tp, ... (tp = k_score_threads with one ranker: a thread per page):
+//      acc += max(u_d kmax_d, u_d kmin_d) over d in order, in f32 (the CPU's arithmetic, so
 //      every backend ranks the same pages).
 // Bytes: the summaries of n_pages pages of each KV head once (2 * head_dim * sizeof(S) a page),
 // q, the scores. The kernel is issue-bound (f32 in the CPU's order: five instructions per dim
@@ -236,7 +227,7 @@ __device__ __forceinline__ void score_row(const unsigned char* row, int32_t rot,
 // 18.6 -> 20.9 per group, 52 % of DRAM bandwidth: each lane's 64-byte pieces of 32 rows make a
 // scattered stream; its 520 blocks, placed early by the programmatic launch, took the whole
 // per-layer step from 84 to 115 us; end to end it changed nothing).
-template <typename S, int CH, int HD, int R>
+template <typename S, int CH, int HD>
 __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const float* q, const void* summaries,
                                                                        int64_t pages_capacity, int32_t n_heads,
                                                                        int32_t n_kv_heads, int32_t head_dim,
@@ -297,15 +288,10 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
     const int64_t p0 = (t / n_kv_heads) * tp;
     if (p0 + i < n_pages) {
       const unsigned char* row = sm + stage * tile_bytes + static_cast<size_t>(i) * cpr * CH;
-      if constexpr (R > 0) {
-        score_row<S, CH, R>(row, rot, cpr, half, u + static_cast<int64_t>(g) * R * head_dim, head_dim,
-                            scores + (group_mean ? g : g * group) * pages_bound + p0 + i, pages_bound);
-      } else {
-        for (int32_t r = threadIdx.x / tp; r < rankers; r += k_score_threads / tp) {
-          const int32_t ranker = group_mean ? g : g * group + r;
-          score_row<S, CH, 1>(row, rot, cpr, half, u + (static_cast<int64_t>(g) * rankers + r) * head_dim, head_dim,
-                              scores + ranker * pages_bound + p0 + i, pages_bound);
-        }
+      for (int32_t r = threadIdx.x / tp; r < rankers; r += k_score_threads / tp) {
+        const int32_t ranker = group_mean ? g : g * group + r;
+        scores[ranker * pages_bound + p0 + i] =
+            score_row<S, CH>(row, rot, cpr, half, u + (static_cast<int64_t>(g) * rankers + r) * head_dim);
       }
     }
     __syncthreads();  // every thread is done with this stage before it is refilled
@@ -554,34 +540,15 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
 }  // namespace
 
 namespace {
-// Pages per tile: k_score_threads / rankers of a KV head (a thread per page and ranker), 16 to 64.
-int32_t score_tile_pages(int32_t rankers_per_kv) {
+// Pages per tile: k_score_threads / rankers of a KV head (a thread per page and ranker), 16 to 64
+// — or, with one ranker a KV head (per-group selection), head size 64 or 128 and 16-bit
+// summaries, k_score_threads (with tiles of 64 pages half the threads had nothing to score:
+// H100, 128K, 1/16, per group 18.3 -> 17.2 us a layer, 32K 8.8 -> 7.8). Per head, a thread per
+// page for all 4 rankers of a KV head on such tiles left too few warps to hide the arithmetic
+// (one block of 4 warps an SM; 20.3 -> 25.1 us, same call).
+int32_t score_tile_pages(int32_t rankers_per_kv, int32_t head_dim, size_t summary_bytes) {
+  if (rankers_per_kv == 1 && summary_bytes == 2 && (head_dim == 64 || head_dim == 128)) return k_score_threads;
   return std::clamp(k_score_threads / std::max(rankers_per_kv, 1), 16, 64);
-}
-
-using quest_scores_fn = void (*)(const float*, const void*, int64_t, int32_t, int32_t, int32_t, bool, const int32_t*,
-                                 int64_t, int32_t, float*);
-struct quest_scores_pick {
-  quest_scores_fn kernel;
-  bool per_page;  // a thread per page for all its KV head's rankers (tiles of k_score_threads pages)
-};
-
-// One ranker a KV head (per-group selection) with head size 64 or 128 and f16/bf16 summaries:
-// a thread per page on tiles of k_score_threads pages (with tiles of 64 pages, half the threads
-// had nothing to score: H100, 128K, 1/16, per group 18.3 -> 17.2 us a layer, 32K 8.8 -> 7.8).
-// Else a thread per page and ranker: per head, a thread per page for its 4 rankers left too few
-// warps to hide the arithmetic (one block of 4 warps an SM; 20.3 -> 25.1 us, same call).
-template <typename S, int CH>
-quest_scores_pick pick_quest_scores(int32_t head_dim, int32_t rankers_per_kv) {
-  if constexpr (CH == 16 && sizeof(typename S::storage) == 2) {
-    if (rankers_per_kv == 1 && head_dim == 128) return {quest_scores_kernel<S, CH, 128, 1>, true};
-    if (rankers_per_kv == 1 && head_dim == 64) return {quest_scores_kernel<S, CH, 64, 1>, true};
-  }
-  if constexpr (CH == 16) {
-    if (head_dim == 128) return {quest_scores_kernel<S, CH, 128, 0>, false};
-    if (head_dim == 64) return {quest_scores_kernel<S, CH, 64, 0>, false};
-  }
-  return {quest_scores_kernel<S, CH, 0, 0>, false};
 }
 
 template <typename S, int CH>
@@ -589,9 +556,10 @@ cudaError_t launch_quest_scores_as(const float* q, const void* summaries, int64_
                                    int32_t n_kv_heads, int32_t head_dim, bool group_mean, const int32_t* plan,
                                    int64_t pages_bound, float* scores, cudaStream_t s) {
   const int32_t rankers_per_kv = group_mean ? 1 : n_heads / n_kv_heads;
-  const quest_scores_pick pick = pick_quest_scores<S, CH>(head_dim, rankers_per_kv);
-  auto* kernel = pick.kernel;
-  const int32_t tp = pick.per_page ? k_score_threads : score_tile_pages(rankers_per_kv);
+  const int32_t tp = score_tile_pages(rankers_per_kv, head_dim, sizeof(typename S::storage));
+  auto* kernel = CH == 16 && head_dim == 128 ? quest_scores_kernel<S, CH, 128>
+                 : CH == 16 && head_dim == 64 ? quest_scores_kernel<S, CH, 64>
+                                              : quest_scores_kernel<S, CH, 0>;
   const size_t smem = 2 * static_cast<size_t>(tp) * 2 * head_dim * sizeof(typename S::storage) +
                       static_cast<size_t>(n_kv_heads) * rankers_per_kv * head_dim * sizeof(float);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));

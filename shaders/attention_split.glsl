@@ -91,10 +91,8 @@ shared uint sh_vrow[TK];             // the value row of each key of the tile
 #if PAGES
 // The cache row of key j of the page list at rows.v[list]: within page ids[j / page_size],
 // kept inside the cache whatever the ids.
-uint page_row(uint list, uint j) {
-  const uint id = uint(max(rows.v[list + j / page_size], 0));
-  return min(id * page_size + j % page_size, k_cap - 1u);
-}
+uint page_row_of(int id, uint j) { return min(uint(max(id, 0)) * page_size + j % page_size, k_cap - 1u); }
+uint page_row(uint list, uint j) { return page_row_of(rows.v[list + j / page_size], j); }
 #endif
 
 void main() {
@@ -236,9 +234,10 @@ void main() {
         const uint vrow = uint(rows.v[first + j]);
         const float bias = (flags & 1u) != 0u ? log_w.v[first + j] : 0.0;
 #elif PAGES
-        const uint vrow = page_row(list, j);
+        const int id = rows.v[list + j / page_size];
+        const uint vrow = page_row_of(id, j);
         // A masked table's ids of -1 hold no key (flags & 4: mask_pages' output, PRR).
-        const float bias = (flags & 4u) != 0u && rows.v[list + j / page_size] < 0 ? NEG_INF : 0.0;
+        const float bias = (flags & 4u) != 0u && id < 0 ? NEG_INF : 0.0;
 #else
         const uint vrow = (flags & 1u) != 0u ? uint(rows.v[j]) : j;
         const float bias = 0.0;

@@ -156,6 +156,45 @@ void check_stamp_pages(const tensor& pages, int64_t select_bound, const tensor& 
          static_cast<long long>(pages_capacity));
 }
 
+namespace {
+void check_predictor_plan(const tensor& plan, const char* op) {
+  if (plan.type != dtype::i32 || plan.elements() < 5)
+    fail(SA_ERR_INTERNAL, "%s: a predictor plan of %lld %s elements", op, static_cast<long long>(plan.elements()),
+         traits(plan.type).name);
+}
+}  // namespace
+
+void check_predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, int32_t sink_pages,
+                         int32_t local_pages, const tensor& plan, int64_t pages_bound, const tensor& scores,
+                         const tensor& pages, int64_t select_bound) {
+  check_predictor_plan(plan, "predict_pages");
+  if (n_rankers < 1 || pages_bound < 1 || pages_bound > pages_capacity || select_bound < 1 ||
+      state.type != dtype::f32 || scores.type != dtype::f32 || pages.type != dtype::i32 ||
+      state.elements() < int64_t{n_rankers} * pages_capacity * 2 || scores.elements() < n_rankers * pages_bound ||
+      pages.elements() < n_rankers * select_bound || local_pages < 1 || sink_pages < 0)
+    fail(SA_ERR_INTERNAL, "predict_pages: %d rankers of %lld pages (select %lld) do not fit", n_rankers,
+         static_cast<long long>(pages_bound), static_cast<long long>(select_bound));
+}
+
+void check_update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers, const tensor& scores,
+                            int64_t scores_stride, const tensor& plan) {
+  check_predictor_plan(plan, "update_predictor");
+  if (n_rankers < 1 || scores_stride < 1 || scores_stride > pages_capacity || state.type != dtype::f32 ||
+      scores.type != dtype::f32 || state.elements() < int64_t{n_rankers} * pages_capacity * 2 ||
+      scores.elements() < n_rankers * scores_stride)
+    fail(SA_ERR_INTERNAL, "update_predictor: %d rankers of %lld pages do not fit", n_rankers,
+         static_cast<long long>(scores_stride));
+}
+
+void check_mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b, int64_t b_bound,
+                      const tensor& plan_b, int32_t n_rankers, const tensor& out, const tensor* kept) {
+  if (!is_page_plan(plan_a) || !is_page_plan(plan_b) || n_rankers < 1 || a_bound < 1 || b_bound < 1 ||
+      a.type != dtype::i32 || b.type != dtype::i32 || out.type != dtype::i32 || a.elements() < n_rankers * a_bound ||
+      b.elements() < n_rankers * b_bound || out.elements() < n_rankers * a_bound ||
+      (kept && (kept->type != dtype::i32 || kept->elements() < n_rankers)))
+    fail(SA_ERR_INTERNAL, "mask_pages: page tables do not fit their bounds");
+}
+
 void check_cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
                           const cascade_params& p, int64_t q_bound, int64_t touched_bound,
                           const tensor& score, const tensor& orig, const tensor& moves,

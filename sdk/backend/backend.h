@@ -517,6 +517,16 @@ int64_t check_unseen_pages(const tensor& q, int32_t n_heads, int32_t n_kv_heads,
 void check_stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan, int32_t n_rankers,
                        bool every_page, const tensor& stamps, int64_t pages_capacity);
 
+// The argument shapes of the PRR ops, as the device backends check them before their own
+// checks (SA_ERR_INTERNAL naming the op): a predictor plan is i32 [5], mask_pages' plans [4].
+void check_predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, int32_t sink_pages,
+                         int32_t local_pages, const tensor& plan, int64_t pages_bound, const tensor& scores,
+                         const tensor& pages, int64_t select_bound);
+void check_update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers, const tensor& scores,
+                            int64_t scores_stride, const tensor& plan);
+void check_mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b, int64_t b_bound,
+                      const tensor& plan_b, int32_t n_rankers, const tensor& out, const tensor* kept);
+
 // The argument shapes of cascade_update (SA_ERR_INTERNAL).
 void check_cascade_update(const tensor& mass, const tensor& order, const tensor& plan,
                           const cascade_params& p, int64_t q_bound, int64_t touched_bound,

@@ -755,23 +755,11 @@ void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, in
         "attention_unseen_pages");
 }
 
-namespace {
-// A predictor plan (i32 [5]) on the device: its shape only; the values are the device's.
-void check_predictor_plan(const tensor& plan, const char* op) {
-  if (plan.type != dtype::i32 || plan.elements() < 5)
-    fail(SA_ERR_INTERNAL, "%s: a predictor plan of %lld elements", op, static_cast<long long>(plan.elements()));
-}
-}  // namespace
-
 void cuda_backend::predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, float phi,
                                  int32_t sink_pages, int32_t local_pages, const tensor& plan, int64_t pages_bound,
                                  const tensor& scores, const tensor& pages, int64_t select_bound) {
-  check_predictor_plan(plan, "predict_pages");
-  if (n_rankers < 1 || pages_bound < 1 || pages_bound > pages_capacity || select_bound < 1 ||
-      state.elements() < int64_t{n_rankers} * pages_capacity * 2 || scores.elements() < n_rankers * pages_bound ||
-      pages.type != dtype::i32 || pages.elements() < n_rankers * select_bound || local_pages < 1 || sink_pages < 0)
-    fail(SA_ERR_INTERNAL, "predict_pages: %d rankers of %lld pages (select %lld) do not fit", n_rankers,
-         static_cast<long long>(pages_bound), static_cast<long long>(select_bound));
+  check_predict_pages(state, pages_capacity, n_rankers, sink_pages, local_pages, plan, pages_bound, scores, pages,
+                      select_bound);
   check(launch_forecast_pages(ptr<const float>(state), pages_capacity, n_rankers, phi, ints(plan), pages_bound,
                               ptr<float>(scores), stream_),
         "predict_pages (forecast)");
@@ -783,11 +771,7 @@ void cuda_backend::predict_pages(const tensor& state, int64_t pages_capacity, in
 void cuda_backend::update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
                                     const tensor& scores, int64_t scores_stride, const tensor& plan, float alpha,
                                     float beta, float phi) {
-  check_predictor_plan(plan, "update_predictor");
-  if (n_rankers < 1 || scores_stride < 1 || scores_stride > pages_capacity ||
-      state.elements() < int64_t{n_rankers} * pages_capacity * 2 || scores.elements() < n_rankers * scores_stride)
-    fail(SA_ERR_INTERNAL, "update_predictor: %d rankers of %lld pages do not fit", n_rankers,
-         static_cast<long long>(scores_stride));
+  check_update_predictor(state, pages_capacity, n_rankers, scores, scores_stride, plan);
   check(launch_update_predictor(ptr<float>(state), pages_capacity, n_rankers, ptr<const float>(scores),
                                 scores_stride, ints(plan), alpha, beta, phi, stream_),
         "update_predictor");
@@ -796,12 +780,7 @@ void cuda_backend::update_predictor(const tensor& state, int64_t pages_capacity,
 void cuda_backend::mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
                               int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
                               const tensor& out, const tensor* kept) {
-  check_plan(plan_a, "mask_pages");
-  check_plan(plan_b, "mask_pages");
-  if (n_rankers < 1 || a_bound < 1 || b_bound < 1 || a.type != dtype::i32 || b.type != dtype::i32 ||
-      out.type != dtype::i32 || a.elements() < n_rankers * a_bound || b.elements() < n_rankers * b_bound ||
-      out.elements() < n_rankers * a_bound || (kept && (kept->type != dtype::i32 || kept->elements() < n_rankers)))
-    fail(SA_ERR_INTERNAL, "mask_pages: page tables do not fit their bounds");
+  check_mask_pages(a, a_bound, plan_a, b, b_bound, plan_b, n_rankers, out, kept);
   check(launch_mask_pages(ints(a), a_bound, ints(plan_a), ints(b), b_bound, ints(plan_b), n_rankers, keep_shared,
                           reinterpret_cast<int32_t*>(dev(out)), kept ? reinterpret_cast<int32_t*>(dev(*kept)) : nullptr,
                           stream_),
