@@ -134,6 +134,17 @@ __host__ cudaError_t with_kv_type(etype t, F&& f) {
   }
 }
 
+// f(T, S) with T the keys' element type and S their page summaries' (f32 or T itself).
+template <typename F>
+__host__ cudaError_t with_summary_types(etype kv_type, etype sum_type, F&& f) {
+  return with_kv_type(kv_type, [&](auto t) {
+    using T = decltype(t);
+    if (sum_type == etype::f32) return f(T{}, kv_f32{});
+    if (sum_type == T::code) return f(T{}, T{});
+    return cudaErrorInvalidValue;
+  });
+}
+
 // ---- asynchronous copies into shared memory (sm_80+) -----------------------------------------
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(

@@ -138,11 +138,16 @@ __global__ void rope_kernel(float* x, int64_t n, int32_t n_heads, int32_t head_d
   }
 }
 
-template <typename T>
+// With PAGE (one row): the thread of a KV head's dims (a, b) then recomputes those two dims of
+// the summaries of the page holding key plan[0] - 1 (max and min over the page's keys, as
+// summarize_kernel does). Its own key's dims are the only ones written in this kernel that it
+// reads, so no other thread is waited for. Bytes added: up to page_size - 1 earlier keys of the
+// page (in L2: written by the steps just before) and 2 * head_dim summary elements a KV head.
+template <typename T, typename S, bool PAGE>
 __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
                                      int32_t n_kv, int32_t head_dim, const int32_t* positions,
                                      rope_desc r, typename T::storage* kc, typename T::storage* vc,
-                                     int64_t capacity, const int32_t* slots) {
+                                     int64_t capacity, const int32_t* slots, newest_page_desc page) {
   pdl_begin();
   // one thread per (row, head of q or kv, slot): q heads are rotated in place; kv heads rotate
   // k (in place, and into the cache at slots[row]) and copy v's same two dims into its cache.
@@ -179,6 +184,27 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, int64_t
   const float* vv = v + (row * n_kv + g) * head_dim;
   vc[at + d.a] = T::from(vv[d.a]);
   vc[at + d.b] = T::from(vv[d.b]);
+  if constexpr (PAGE) {
+    const int64_t n_keys = page.plan[0];
+    if (n_keys < 1) return;
+    const int64_t p0 = (n_keys - 1) / page.page_size;
+    const typename T::storage* kg = kc + static_cast<int64_t>(g) * capacity * head_dim;
+    float hi_a = -INFINITY, lo_a = INFINITY, hi_b = -INFINITY, lo_b = INFINITY;
+    for (int64_t key = p0 * page.page_size; key < n_keys; ++key) {
+      const float xa = T::load(kg + key * head_dim + d.a), xb = T::load(kg + key * head_dim + d.b);
+      hi_a = fmaxf(hi_a, xa);
+      lo_a = fminf(lo_a, xa);
+      hi_b = fmaxf(hi_b, xb);
+      lo_b = fminf(lo_b, xb);
+    }
+    typename S::storage* mx =
+        static_cast<typename S::storage*>(page.summaries) + ((g * page.pages_capacity + p0) * 2) * head_dim;
+    typename S::storage* mn = mx + head_dim;
+    mx[d.a] = S::from(hi_a);  // exact: S is f32 or the keys' own type
+    mn[d.a] = S::from(lo_a);
+    mx[d.b] = S::from(hi_b);
+    mn[d.b] = S::from(lo_b);
+  }
 }
 
 template <typename T>
@@ -327,15 +353,20 @@ cudaError_t launch_rope(float* x, int64_t n, int32_t n_heads, int32_t head_dim,
 cudaError_t launch_rope_store_kv(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
                                  int32_t n_kv_heads, int32_t head_dim, const int32_t* positions,
                                  const rope_desc& r, void* k_cache, void* v_cache, etype kv_type,
-                                 int64_t capacity, const int32_t* slots, cudaStream_t s) {
+                                 int64_t capacity, const int32_t* slots, cudaStream_t s,
+                                 const newest_page_desc* page) {
   const int64_t total = n * (n_heads + n_kv_heads) * (head_dim / 2);
   if (total <= 0) return cudaSuccess;
-  return with_kv_type(kv_type, [&](auto t) {
+  if (page && n != 1) return cudaErrorInvalidValue;
+  const newest_page_desc none;
+  return with_summary_types(kv_type, page ? page->sum_type : etype::f32, [&](auto t, auto u) {
     using T = decltype(t);
-    launch_kernel(rope_store_kv_kernel<T>, blocks_for(total), k_threads, 0, s,
+    using S = decltype(u);
+    const auto kernel = page ? rope_store_kv_kernel<T, S, true> : rope_store_kv_kernel<T, S, false>;
+    launch_kernel(kernel, blocks_for(total), k_threads, 0, s,
         q, k, v, n, n_heads, n_kv_heads, head_dim, positions, r,
         static_cast<typename T::storage*>(k_cache), static_cast<typename T::storage*>(v_cache),
-        capacity, slots);
+        capacity, slots, page ? *page : none);
     return cudaGetLastError();
   });
 }

@@ -59,11 +59,24 @@ cudaError_t launch_add_bias(float* y, const float* b, int64_t rows, int64_t cols
 cudaError_t launch_store_kv(void* cache, etype kv_type, int64_t capacity, const float* src,
                             const int32_t* slots, int64_t n, int32_t n_kv_heads, int32_t head_dim,
                             cudaStream_t s);
-// rope(q), rope(k) in place, then k and v stored at slots (one kernel).
+// The page summaries a one-row rope_store_kv recomputes after its write (Quest's pages following
+// their keys), as launch_summarize_newest_page does: the page of key plan[0] - 1, element-wise
+// max and min of its keys [n_kv_heads][pages_capacity][2][head_dim] in sum_type (f32 or the
+// cache's type).
+struct newest_page_desc {
+  void* summaries = nullptr;
+  etype sum_type = etype::f32;
+  int64_t pages_capacity = 0;
+  int32_t page_size = 0;
+  const int32_t* plan = nullptr;
+};
+// rope(q), rope(k) in place, then k and v stored at slots (one kernel); with `page` (n = 1 only),
+// that page's summaries recomputed in the same kernel.
 cudaError_t launch_rope_store_kv(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
                                  int32_t n_kv_heads, int32_t head_dim, const int32_t* positions,
                                  const rope_desc& r, void* k_cache, void* v_cache, etype kv_type,
-                                 int64_t capacity, const int32_t* slots, cudaStream_t s);
+                                 int64_t capacity, const int32_t* slots, cudaStream_t s,
+                                 const newest_page_desc* page = nullptr);
 // dst[g][j] = rope(src[g][rows[j]], positions[j]), j < n; both caches of kv_type.
 cudaError_t launch_gather_rope(const void* src, etype kv_type, int64_t src_capacity,
                                const int32_t* rows, const int32_t* positions, int64_t n,

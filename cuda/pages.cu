@@ -90,16 +90,6 @@ __global__ void page_scores_kernel(const float* q, const typename S::storage* su
 }  // namespace
 
 namespace {
-// f(T, S) with T the keys' element type and S the summaries' (f32 or T itself).
-template <typename F>
-cudaError_t with_summary_types(etype kv_type, etype sum_type, F&& f) {
-  return with_kv_type(kv_type, [&](auto t) {
-    using T = decltype(t);
-    if (sum_type == etype::f32) return f(T{}, kv_f32{});
-    if (sum_type == T::code) return f(T{}, T{});
-    return cudaErrorInvalidValue;
-  });
-}
 unsigned summarize_threads(int32_t head_dim) {
   return static_cast<unsigned>(head_dim < 256 ? (head_dim + 31) / 32 * 32 : 256);
 }

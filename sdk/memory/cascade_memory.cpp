@@ -128,7 +128,8 @@ batch_meta cascade_memory::begin(const batch& b, step_buffer& step) {
 }
 
 kv_view cascade_memory::write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
-                              const batch_meta& m) {
+                              const batch_meta& m, const backend::newest_page* page) {
+  (void)page;  // no page summaries follow a cascade's keys
   const tensor& K = k_[static_cast<size_t>(layer)];
   const tensor& V = v_[static_cast<size_t>(layer)];
   be_.rope(q, hp_.n_heads, hp_.head_dim, m.positions, rope_);

@@ -45,7 +45,7 @@ class cascade_memory final : public kv_memory {
   int64_t room() const override { return INT64_MAX; }
   batch_meta begin(const batch& b, step_buffer& step) override;
   kv_view write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
-                const batch_meta& m) override;
+                const batch_meta& m, const backend::newest_page* page = nullptr) override;
   const key_mass* mass(int32_t layer) override;
   void observe(int32_t layer) override;
   void commit() override {}

@@ -32,7 +32,7 @@ class dense_memory final : public kv_memory {
   int64_t room() const override { return capacity_ - size_; }
   batch_meta begin(const batch& b, step_buffer& step) override;
   kv_view write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
-                const batch_meta& m) override;
+                const batch_meta& m, const backend::newest_page* page = nullptr) override;
   void commit() override;
   memory_stats stats() const override;
   // Every slot below size(), in every layer and KV head: slot = position here.

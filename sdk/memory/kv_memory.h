@@ -75,9 +75,11 @@ class kv_memory {
   virtual batch_meta begin(const batch& b, step_buffer& step) = 0;
   // q [n][n_heads][head_dim], k, v [n][n_kv_heads][head_dim] (not rotated): rotates q and k in
   // place to the batch's positions, keeps K/V in layer `layer`, and returns what that layer's
-  // attention reads (valid until the next write).
+  // attention reads (valid until the next write). With `page` (a decode row's Quest summaries),
+  // a memory may recompute the page of its newest key in the same pass and say so in the view
+  // (newest_page_summarized); one that does not leaves it to the caller.
   virtual kv_view write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
-                        const batch_meta& m) = 0;
+                        const batch_meta& m, const backend::newest_page* page = nullptr) = 0;
   virtual const key_mass* mass(int32_t layer) {
     (void)layer;
     return nullptr;

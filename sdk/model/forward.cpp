@@ -7,6 +7,7 @@
 //     xn = rmsnorm(x) · attn_norm
 //     q, k, v = xn·Wq (+bq), xn·Wk (+bk), xn·Wv (+bv)      [qwen3: per-head rmsnorm on q, k]
 //     kv = memory.write(q, k, v)               rotate q, k to their positions; keep K/V
+//                                              [a decode row's newest page summarized with it]
 //     summaries.refresh(kv)                    [query-aware sparsity: pages follow the keys;
 //                                               PRR calibrates its predictor on prefill rows]
 //     att, lse = a decode row under sparsity:  sparse.attend(q, kv)     Quest / vAttention
@@ -93,7 +94,8 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
         be.rmsnorm(q.as_2d(hp.head_dim), L.q_norm, hp.rms_eps, q.as_2d(hp.head_dim));
         be.rmsnorm(k.as_2d(hp.head_dim), L.k_norm, hp.rms_eps, k.as_2d(hp.head_dim));
       }
-      const kv_view kv = e.mem.write(l, q, k, v, m);
+      const auto page = e.sparse ? e.sparse->newest_page(l, m) : std::nullopt;
+      const kv_view kv = e.mem.write(l, q, k, v, m, page ? &*page : nullptr);
       if (e.sparse) {
         e.sparse->refresh(l, kv, m);
         if (b.kind == batch_kind::prefill) e.sparse->observe_prefill(l, q, m);

@@ -148,14 +148,25 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
   return plan_.dense ? 1 : 2;
 }
 
+bool sparse_attention::appends_newest_key(const batch_meta& m) const {
+  return kind_ == batch_kind::decode && selects_on_backend() && m.end_slot == m.n_keys &&
+         m.first_slot + 1 == m.end_slot;
+}
+
+std::optional<backend::newest_page> sparse_attention::newest_page(int32_t layer, const batch_meta& m) const {
+  if (!appends_newest_key(m)) return std::nullopt;
+  return backend::newest_page{summaries_.layer(layer), summaries_.pages_capacity(), c_.page_size, plan_t_};
+}
+
 void sparse_attention::refresh(int32_t layer, const kv_view& kv, const batch_meta& m) {
   // A retro batch rewrote its past rows' keys too: their pages are recomputed with the new one's,
   // from plans in the step buffer (a recorded step must not carry this step's slots).
-  if (kind_ == batch_kind::decode && selects_on_backend() && m.end_slot == m.n_keys &&
-      m.first_slot + 1 == m.end_slot) {
-    // The decode row appended key n_keys - 1: its page, located from the plan.
-    be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan_t_, summaries_.layer(layer),
-                              summaries_.pages_capacity());
+  if (appends_newest_key(m)) {
+    // The decode row appended key n_keys - 1: its page, located from the plan (unless the
+    // memory's write recomputed it already).
+    if (!kv.newest_page_summarized)
+      be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan_t_, summaries_.layer(layer),
+                                summaries_.pages_capacity());
     return;
   }
   if (kind_ == batch_kind::retro && selects_on_backend() && m.end_slot == m.n_keys &&

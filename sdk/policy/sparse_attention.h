@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -63,7 +64,11 @@ class sparse_attention {
   // may be recorded and replayed; the key tells dense-budget steps apart), and 0 when host-side
   // selection runs in it.
   uint64_t begin(batch_kind kind, const batch_meta& m);
-  // The batch wrote slots [m.first_slot, m.end_slot) of the layer: recompute their pages.
+  // A decode row that selects on the backend appends key n_keys - 1: the summaries of its page,
+  // for the memory to recompute with its write (kv_memory::write); none for other batches.
+  std::optional<backend::newest_page> newest_page(int32_t layer, const batch_meta& m) const;
+  // The batch wrote slots [m.first_slot, m.end_slot) of the layer: recompute their pages
+  // (nothing where the write did, kv.newest_page_summarized).
   void refresh(int32_t layer, const kv_view& kv, const batch_meta& m);
   // Recomputes every page of the layer's first n_keys slots (a resumed session).
   void rebuild(int32_t layer, const kv_view& kv, int64_t n_keys);
@@ -123,6 +128,8 @@ class sparse_attention {
   // The step selects on the backend (Quest, and vAttention where it samples there; the
   // oracle and host-side vAttention select on the host).
   bool selects_on_backend() const { return c_.method == sparse_method::quest || samples_on_backend(); }
+  // A decode row selecting on the backend that appends key n_keys - 1.
+  bool appends_newest_key(const batch_meta& m) const;
   // vAttention on the backend: the step's pilot, budget and sample for one layer.
   void vattention_on_backend(int32_t layer, const tensor& q, const kv_view& kv, const tensor& out,
                              const tensor& lse);

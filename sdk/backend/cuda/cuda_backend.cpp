@@ -657,19 +657,53 @@ void check_plan(const tensor& plan, const char* op) {
     fail(SA_ERR_INTERNAL, "%s: a page plan of %lld %s elements", op, static_cast<long long>(plan.elements()),
          traits(plan.type).name);
 }
+
+// The arguments of summarize_newest_page (and of the write it is fused into) checked.
+void check_newest_page(const tensor& k, int64_t capacity, int32_t page_size, const tensor& plan,
+                       const tensor& summaries, int64_t pages_capacity, const char* op) {
+  check_plan(plan, op);
+  const int64_t head_dim = k.ne[0];
+  const int64_t n_kv = capacity > 0 ? k.rows() / capacity : 0;
+  if (page_size < 1 || pages_capacity * page_size < capacity || !is_kv_type(k.type) ||
+      summaries.elements() < n_kv * pages_capacity * 2 * head_dim)
+    fail(SA_ERR_INTERNAL, "%s: summaries of %lld pages do not cover %lld rows", op,
+         static_cast<long long>(pages_capacity), static_cast<long long>(capacity));
+  check_summary_type(k, summaries, op);
+}
 }  // namespace
+
+void cuda_backend::rope_store_kv_summarized(const tensor& q, const tensor& k, const tensor& v,
+                                            int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                                            const tensor& positions, const rope_params& p,
+                                            const tensor& k_cache, const tensor& v_cache,
+                                            int64_t capacity, const tensor& slots,
+                                            const newest_page& page) {
+  if (positions.elements() != 1)
+    fail(SA_ERR_INTERNAL, "rope_store_kv_summarized: %lld rows (one decode row expected)",
+         static_cast<long long>(positions.elements()));
+  if (!is_kv_type(k_cache.type) || k_cache.type != v_cache.type)
+    fail(SA_ERR_INTERNAL, "rope_store_kv_summarized: caches of types %s and %s", traits(k_cache.type).name,
+         traits(v_cache.type).name);
+  check_newest_page(k_cache, capacity, page.page_size, page.plan, page.summaries, page.pages_capacity,
+                    "rope_store_kv_summarized");
+  newest_page_desc d;
+  d.summaries = dev(page.summaries);
+  d.sum_type = etype_of(page.summaries.type);
+  d.pages_capacity = page.pages_capacity;
+  d.page_size = page.page_size;
+  d.plan = ints(page.plan);
+  check(launch_rope_store_kv(ptr<float>(q), ptr<float>(k), ptr<float>(v), 1, n_heads, n_kv_heads, head_dim,
+                             ints(positions), rope_of(p), dev(k_cache), dev(v_cache),
+                             etype_of(k_cache.type), capacity, ints(slots), stream_, &d),
+        "rope_store_kv_summarized");
+}
 
 void cuda_backend::summarize_newest_page(const tensor& k, int64_t capacity, int32_t page_size,
                                          const tensor& plan, const tensor& summaries,
                                          int64_t pages_capacity) {
-  check_plan(plan, "summarize_newest_page");
+  check_newest_page(k, capacity, page_size, plan, summaries, pages_capacity, "summarize_newest_page");
   const int32_t head_dim = static_cast<int32_t>(k.ne[0]);
   const int32_t n_kv = static_cast<int32_t>(k.rows() / capacity);
-  if (page_size < 1 || pages_capacity * page_size < capacity || !is_kv_type(k.type) ||
-      summaries.elements() < int64_t{n_kv} * pages_capacity * 2 * head_dim)
-    fail(SA_ERR_INTERNAL, "summarize_newest_page: summaries of %lld pages do not cover %lld rows",
-         static_cast<long long>(pages_capacity), static_cast<long long>(capacity));
-  check_summary_type(k, summaries, "summarize_newest_page");
   check(launch_summarize_newest_page(dev(k), etype_of(k.type), capacity, n_kv, head_dim, page_size,
                                      ints(plan), dev(summaries), etype_of(summaries.type), pages_capacity, stream_),
         "summarize_newest_page");

@@ -80,6 +80,10 @@ class cuda_backend final : public backend {
                      int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
                      const rope_params& p, const tensor& k_cache, const tensor& v_cache,
                      int64_t capacity, const tensor& slots) override;
+  void rope_store_kv_summarized(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads,
+                                int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
+                                const rope_params& p, const tensor& k_cache, const tensor& v_cache,
+                                int64_t capacity, const tensor& slots, const newest_page& page) override;
   void attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                  int32_t head_dim, const tensor& kv_len, int64_t kv_bound, float scale,
                  const tensor& out, const tensor& lse, const key_mass* mass) override;
