@@ -225,15 +225,19 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
                                                                        int64_t pages_bound, int32_t tp, float* scores) {
   using storage = typename S::storage;
   if constexpr (HD > 0) head_dim = HD;  // the common head sizes compiled in: loops and slots fold
-  pdl_begin();
   extern __shared__ __align__(16) unsigned char sm[];  // [2][tp][cpr][CH] tiles, then u
+  // The plan comes from the step buffer, copied before the step's first kernel: it may be read
+  // before pdl_begin() (below).
   const int64_t n_pages = plan[1];
   const int32_t group = n_heads / n_kv_heads;
   const int32_t rankers = group_mean ? 1 : group;  // rankers of a KV head
   const int32_t cpr = 2 * head_dim * static_cast<int32_t>(sizeof(storage)) / CH, half = cpr / 2;
   const int64_t tiles_per_head = (n_pages + tp - 1) / tp, n_tiles = tiles_per_head * n_kv_heads;
   int64_t t = blockIdx.x;
-  if (t >= n_tiles) return;
+  if (t >= n_tiles) {
+    pdl_begin();
+    return;
+  }
   const size_t tile_bytes = static_cast<size_t>(tp) * cpr * CH;
   float* u = reinterpret_cast<float*>(sm + 2 * tile_bytes);  // [n_kv_heads * rankers][head_dim]
   const unsigned char* sums = static_cast<const unsigned char*>(summaries);
@@ -256,8 +260,15 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
       if (ir >= cpr) ir -= cpr;
     }
   };
+  // The op just before this one may have written the summaries of the newest page (the decode
+  // row's write recomputes it; a window's rewrite ends with it); every op before that one had
+  // completed when this one was launched (pdl_begin). So a first tile that ends two pages short
+  // of the newest is copied before waiting: its loads stream while the op before drains.
+  const bool early = (t / n_kv_heads + 1) * tp <= n_pages - 2;
+  if (!early) pdl_begin();
   issue(t, 0);
   cp_async_commit();
+  if (early) pdl_begin();
   for (int32_t i = threadIdx.x; i < n_kv_heads * rankers * head_dim; i += k_score_threads) {
     const int32_t r = i / head_dim, d = i % head_dim;
     if (group_mean) {  // the CPU's order: the group summed in order, then times 1 / group
