@@ -211,14 +211,20 @@ struct quantized_input {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int16_t> sums;
+  std::vector<uint8_t> u;
   quantized_input(dtype type, const std::vector<float>& x) {
     const int64_t n = static_cast<int64_t>(x.size()), block = sa::cpu::q8_block(type);
     q.resize(x.size());
     d.resize(static_cast<size_t>(n / block));
     sums.resize(static_cast<size_t>(n / 16));
+    u.resize(x.size());
     sa::cpu::quantize_q8_row(x.data(), n, block, q.data(), d.data(), sums.data());
+    sa::cpu::bias_q8_row(q.data(), n, u.data());
   }
-  sa::cpu::q8_row row() const { return {q.data(), d.data(), sums.data()}; }
+  // With the biased levels (q8_row::u) or without: kernels take either.
+  sa::cpu::q8_row row(bool biased = false) const {
+    return {q.data(), d.data(), sums.data(), biased ? u.data() : nullptr};
+  }
 };
 
 // Inputs with the awkward cases in them: a block of zeros, an outlier, a block of one value.
@@ -327,15 +333,19 @@ TEST_P(cpu_int8_kernels, integer_products_equal_the_scalar_oracle_bitwise) {
           std::vector<quantized_input> xq;
           std::vector<sa::cpu::q8_row> xr;
           for (int64_t i = 0; i < nx; ++i) xq.emplace_back(type, awkward_input(n, static_cast<uint64_t>(200 + 4 * nx + i)));
-          for (const quantized_input& q : xq) xr.push_back(q.row());
-          float want[16], got[16];
-          sa::cpu::dot_q8_scalar(type, w.data() + 1, row, rows, xr.data(), nx, n, want);
-          dot(type, w.data() + 1, row, rows, xr.data(), nx, n, got);
-          for (int64_t i = 0; i < nx; ++i)
-            for (int64_t r = 0; r < rows; ++r)
-              ASSERT_EQ(std::memcmp(&want[i * 4 + r], &got[i * 4 + r], sizeof(float)), 0)
-                  << sa::traits(type).name << " n_in " << n << ", " << rows << " rows x " << nx << " inputs, at (" << i
-                  << ", " << r << "): " << want[i * 4 + r] << " vs " << got[i * 4 + r];
+          for (const bool biased : {false, true}) {
+            xr.clear();
+            for (const quantized_input& q : xq) xr.push_back(q.row(biased));
+            float want[16], got[16];
+            sa::cpu::dot_q8_scalar(type, w.data() + 1, row, rows, xr.data(), nx, n, want);
+            dot(type, w.data() + 1, row, rows, xr.data(), nx, n, got);
+            for (int64_t i = 0; i < nx; ++i)
+              for (int64_t r = 0; r < rows; ++r)
+                ASSERT_EQ(std::memcmp(&want[i * 4 + r], &got[i * 4 + r], sizeof(float)), 0)
+                    << sa::traits(type).name << " n_in " << n << ", " << rows << " rows x " << nx << " inputs, at ("
+                    << i << ", " << r << "), biased inputs " << biased << ": " << want[i * 4 + r] << " vs "
+                    << got[i * 4 + r];
+          }
         }
   }
 }
@@ -365,11 +375,13 @@ TEST_P(cpu_int8_kernels, integer_products_of_random_blocks_equal_the_scalar_orac
       std::vector<float> x = awkward_input(n, 300 + static_cast<uint64_t>(rep));
       for (int64_t i = 0; i < n; i += 7) x[static_cast<size_t>(i)] = i % 2 ? 9.0f : -9.0f;  // levels of +-127
       const quantized_input xq(type, x);
-      const sa::cpu::q8_row xr[4] = {xq.row(), xq.row(), xq.row(), xq.row()};
-      float want[16], got[16];
-      sa::cpu::dot_q8_scalar(type, w.data(), row, 4, xr, 4, n, want);
-      k->dot_q8(type, w.data(), row, 4, xr, 4, n, got);
-      ASSERT_EQ(std::memcmp(want, got, sizeof want), 0) << sa::traits(type).name << " rep " << rep;
+      for (const bool biased : {false, true}) {
+        const sa::cpu::q8_row xr[4] = {xq.row(biased), xq.row(biased), xq.row(biased), xq.row(biased)};
+        float want[16], got[16];
+        sa::cpu::dot_q8_scalar(type, w.data(), row, 4, xr, 4, n, want);
+        k->dot_q8(type, w.data(), row, 4, xr, 4, n, got);
+        ASSERT_EQ(std::memcmp(want, got, sizeof want), 0) << sa::traits(type).name << " rep " << rep << ", biased " << biased;
+      }
     }
   }
 }

@@ -55,7 +55,14 @@ struct q8_row {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const int16_t* sums = nullptr;
+  // Optional: the levels plus 128 as bytes (q ^ 0x80), for kernels whose dot products take one
+  // unsigned operand (VNNI): with them a product needs no per-input sign fix. Null: the kernel
+  // makes do with q.
+  const uint8_t* u = nullptr;
 };
+
+// u[i] = q[i] + 128 (q8_row::u) for i < n.
+void bias_q8_row(const int8_t* q, int64_t n, uint8_t* u);
 
 // The input block for a weight type's integer product: 32 (Q8_0, Q4_0), 256 (Q4_K, Q6_K), or 0
 // when the type has none.

@@ -62,6 +62,10 @@ void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float*
   }
 }
 
+void bias_q8_row(const int8_t* q, int64_t n, uint8_t* u) {
+  for (int64_t i = 0; i < n; ++i) u[i] = static_cast<uint8_t>(static_cast<uint8_t>(q[i]) ^ 0x80u);
+}
+
 namespace {
 
 // ---- The oracle ------------------------------------------------------------------------------
@@ -420,8 +424,10 @@ SA_VNNI inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_m
 
 // Two blocks per step: lanes 0..7 the even block (the oracle's acc[0..8)), 8..15 the odd one;
 // an odd last block goes into the low half alone. Lane j = sum over i < 4 of w[4j + i] *
-// x[4j + i]: |w| (wa) against x negated where w < 0 (neg).
-template <class L, int NX>
+// x[4j + i]. U (inputs with q8_row::u): the biased inputs x + 128 against w, the dot product
+// starting from -128 (sum of the lane's w), made once per chunk for every input; else |w|
+// (wa) against x negated where w < 0 (neg), a sign fix per input. Both sums are exact.
+template <class L, int NX, bool U>
 SA_VNNI void dot_q32_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
   __m512 acc[NX];
   for (int i = 0; i < NX; ++i) acc[i] = _mm512_setzero_ps();
@@ -433,14 +439,26 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* blk = row + b * L::bytes;
     const __m512i w = join(L::get(blk), L::get(blk + L::bytes));
-    const __mmask64 neg = _mm512_movepi8_mask(w);
-    const __m512i wa = _mm512_abs_epi8(w);
+    __mmask64 neg = 0;
+    __m512i wa, start;
+    if constexpr (U) {  // start = -128 * (sum of the lane's four w)
+      start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w));
+      wa = w;
+    } else {
+      neg = _mm512_movepi8_mask(w);
+      wa = _mm512_abs_epi8(w);
+      start = _mm512_setzero_si512();
+    }
     const __m512 dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(table[quant_detail::load_u16(blk)]),
                                            _mm512_set1_ps(table[quant_detail::load_u16(blk + L::bytes)]));
     for (int i = 0; i < NX; ++i) {
-      const __m512i xv = _mm512_loadu_si512(x[i].q + 32 * b);
-      const __m512i xs = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
-      const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wa, xs);
+      __m512i s;
+      if constexpr (U) {
+        s = _mm512_dpbusd_epi32(start, _mm512_loadu_si512(x[i].u + 32 * b), wa);
+      } else {
+        const __m512i xv = _mm512_loadu_si512(x[i].q + 32 * b);
+        s = _mm512_dpbusd_epi32(start, wa, _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv));
+      }
       const __m128 xd = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x[i].d + b)));
       const __m512 f = _mm512_mul_ps(dw, _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(xd)));
       acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(f, _mm512_cvtepi32_ps(s)));
@@ -537,12 +555,20 @@ template <int NX>
 SA_VNNI void rows_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                        int64_t n_in, float* out) {
   const float* table = quant_detail::fp16_table();
+  bool biased = true;  // every input has its biased levels
+  for (int i = 0; i < NX; ++i) biased = biased && x[i].u != nullptr;
   float o[NX];
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_size;
     switch (type) {
-      case dtype::q8_0: dot_q32_vnni<q8_0_levels, NX>(row, x, n_in / 32, table, o); break;
-      case dtype::q4_0: dot_q32_vnni<q4_0_levels, NX>(row, x, n_in / 32, table, o); break;
+      case dtype::q8_0:
+        if (biased) dot_q32_vnni<q8_0_levels, NX, true>(row, x, n_in / 32, table, o);
+        else dot_q32_vnni<q8_0_levels, NX, false>(row, x, n_in / 32, table, o);
+        break;
+      case dtype::q4_0:
+        if (biased) dot_q32_vnni<q4_0_levels, NX, true>(row, x, n_in / 32, table, o);
+        else dot_q32_vnni<q4_0_levels, NX, false>(row, x, n_in / 32, table, o);
+        break;
       case dtype::q4_k: dot_q4_k_vnni<NX>(row, x, n_in / 256, table, o); break;
       case dtype::q6_k: dot_q6_k_vnni<NX>(row, x, n_in / 256, table, o); break;
       default:

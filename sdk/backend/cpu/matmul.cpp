@@ -42,6 +42,7 @@ struct q8_rows {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int16_t> sums;
+  std::vector<uint8_t> u;  // q + 128 (32-blocks: the VNNI products take them)
 };
 
 void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w,
@@ -54,10 +55,14 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   buf.q.resize(static_cast<size_t>(n * n_in));
   buf.d.resize(static_cast<size_t>(n * n_blocks));
   buf.sums.resize(static_cast<size_t>(std::max<int64_t>(n * n_sums, 1)));
+  const bool biased = block == 32;
+  buf.u.resize(biased ? static_cast<size_t>(n * n_in) : 1);
   auto quantize = [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
+    for (int64_t i = b; i < e; ++i) {
       quantize_q8_row(x + i * n_in, n_in, block, buf.q.data() + i * n_in, buf.d.data() + i * n_blocks,
                       buf.sums.data() + i * n_sums);
+      if (biased) bias_q8_row(buf.q.data() + i * n_in, n_in, buf.u.data() + i * n_in);
+    }
   };
   if (n >= 8)
     pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) { quantize(b, e); });
@@ -71,7 +76,8 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
       for (int64_t i = 0; i < n; i += 4) {
         const int64_t nx = std::min<int64_t>(4, n - i);
         for (int64_t j = 0; j < nx; ++j)
-          xs[j] = {buf.q.data() + (i + j) * n_in, buf.d.data() + (i + j) * n_blocks, buf.sums.data() + (i + j) * n_sums};
+          xs[j] = {buf.q.data() + (i + j) * n_in, buf.d.data() + (i + j) * n_blocks, buf.sums.data() + (i + j) * n_sums,
+                   biased ? buf.u.data() + (i + j) * n_in : nullptr};
         k.dot_q8(type, w + static_cast<size_t>(o) * w_row_size, w_row_size, rows, xs, nx, n_in, out);
         for (int64_t j = 0; j < nx; ++j) store_tile(y + (i + j) * n_out + o, out + j * TILE, rows, accumulate);
       }
