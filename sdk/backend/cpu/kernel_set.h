@@ -113,6 +113,8 @@ struct kernels {
   // in the other sets, whose products keep the reference's bits.
   void (*dot_q8)(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                  int64_t nx, int64_t n_in, float* out);
+  // Whether dot_q8 reads q8_row::u for 32-element blocks (so a product makes them only then).
+  bool dot_q8_reads_biased = false;
 };
 
 const kernels& active_kernels();

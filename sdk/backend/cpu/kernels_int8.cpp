@@ -590,9 +590,10 @@ SA_VNNI void dot_q8_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t 
 }
 
 // avx2's kernels with the integer products added.
-kernels with_dot_q8(const kernels& base, decltype(kernels::dot_q8) dot_q8) {
+kernels with_dot_q8(const kernels& base, decltype(kernels::dot_q8) dot_q8, bool reads_biased) {
   kernels k = base;
   k.dot_q8 = dot_q8;
+  k.dot_q8_reads_biased = reads_biased;
   return k;
 }
 
@@ -601,7 +602,7 @@ kernels with_dot_q8(const kernels& base, decltype(kernels::dot_q8) dot_q8) {
 const kernels* avx2_int8_kernels() {
   static const kernels* const k = [] {
     const kernels* base = avx2_kernels();
-    static const kernels set = base != nullptr ? with_dot_q8(*base, dot_q8_avx2) : kernels{};
+    static const kernels set = base != nullptr ? with_dot_q8(*base, dot_q8_avx2, false) : kernels{};
     return base != nullptr ? &set : nullptr;
   }();
   return k;
@@ -614,7 +615,7 @@ const kernels* avx512_vnni_kernels() {
     const bool vnni = base != nullptr && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512vnni");
-    static const kernels set = vnni ? with_dot_q8(*base, dot_q8_vnni) : kernels{};
+    static const kernels set = vnni ? with_dot_q8(*base, dot_q8_vnni, true) : kernels{};
     return vnni ? &set : nullptr;
   }();
   return k;

@@ -42,7 +42,7 @@ struct q8_rows {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int16_t> sums;
-  std::vector<uint8_t> u;  // q + 128 (32-blocks: the VNNI products take them)
+  std::vector<uint8_t> u;  // q + 128 (32-blocks, for sets that read them: kernels::dot_q8_reads_biased)
 };
 
 void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w,
@@ -55,7 +55,7 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   buf.q.resize(static_cast<size_t>(n * n_in));
   buf.d.resize(static_cast<size_t>(n * n_blocks));
   buf.sums.resize(static_cast<size_t>(std::max<int64_t>(n * n_sums, 1)));
-  const bool biased = block == 32;
+  const bool biased = block == 32 && k.dot_q8_reads_biased;
   buf.u.resize(biased ? static_cast<size_t>(n * n_in) : 1);
   auto quantize = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {

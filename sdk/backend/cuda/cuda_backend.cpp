@@ -503,13 +503,21 @@ void cuda_backend::rope_store_kv(const tensor& q, const tensor& k, const tensor&
                                  int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
                                  const rope_params& p, const tensor& k_cache,
                                  const tensor& v_cache, int64_t capacity, const tensor& slots) {
+  write_kv(q, k, v, n_heads, n_kv_heads, head_dim, positions, p, k_cache, v_cache, capacity, slots, nullptr,
+           "rope_store_kv");
+}
+
+// rope_store_kv, and with `page` the page summaries of its one row's key (one kernel).
+void cuda_backend::write_kv(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads, int32_t n_kv_heads,
+                            int32_t head_dim, const tensor& positions, const rope_params& p, const tensor& k_cache,
+                            const tensor& v_cache, int64_t capacity, const tensor& slots,
+                            const newest_page_desc* page, const char* op) {
   if (!is_kv_type(k_cache.type) || k_cache.type != v_cache.type)
-    fail(SA_ERR_INTERNAL, "rope_store_kv: caches of types %s and %s", traits(k_cache.type).name,
-         traits(v_cache.type).name);
-  check(launch_rope_store_kv(ptr<float>(q), ptr<float>(k), ptr<float>(v), positions.elements(),
-                             n_heads, n_kv_heads, head_dim, ints(positions), rope_of(p), dev(k_cache),
-                             dev(v_cache), etype_of(k_cache.type), capacity, ints(slots), stream_),
-        "rope_store_kv");
+    fail(SA_ERR_INTERNAL, "%s: caches of types %s and %s", op, traits(k_cache.type).name, traits(v_cache.type).name);
+  check(launch_rope_store_kv(ptr<float>(q), ptr<float>(k), ptr<float>(v), positions.elements(), n_heads,
+                             n_kv_heads, head_dim, ints(positions), rope_of(p), dev(k_cache), dev(v_cache),
+                             etype_of(k_cache.type), capacity, ints(slots), stream_, page),
+        op);
 }
 
 attention_args cuda_backend::args_of(const tensor& q, const kv_view& kv, int32_t n_heads,
@@ -681,9 +689,6 @@ void cuda_backend::rope_store_kv_summarized(const tensor& q, const tensor& k, co
   if (positions.elements() != 1)
     fail(SA_ERR_INTERNAL, "rope_store_kv_summarized: %lld rows (one decode row expected)",
          static_cast<long long>(positions.elements()));
-  if (!is_kv_type(k_cache.type) || k_cache.type != v_cache.type)
-    fail(SA_ERR_INTERNAL, "rope_store_kv_summarized: caches of types %s and %s", traits(k_cache.type).name,
-         traits(v_cache.type).name);
   check_newest_page(k_cache, capacity, page.page_size, page.plan, page.summaries, page.pages_capacity,
                     "rope_store_kv_summarized");
   newest_page_desc d;
@@ -692,10 +697,8 @@ void cuda_backend::rope_store_kv_summarized(const tensor& q, const tensor& k, co
   d.pages_capacity = page.pages_capacity;
   d.page_size = page.page_size;
   d.plan = ints(page.plan);
-  check(launch_rope_store_kv(ptr<float>(q), ptr<float>(k), ptr<float>(v), 1, n_heads, n_kv_heads, head_dim,
-                             ints(positions), rope_of(p), dev(k_cache), dev(v_cache),
-                             etype_of(k_cache.type), capacity, ints(slots), stream_, &d),
-        "rope_store_kv_summarized");
+  write_kv(q, k, v, n_heads, n_kv_heads, head_dim, positions, p, k_cache, v_cache, capacity, slots, &d,
+           "rope_store_kv_summarized");
 }
 
 void cuda_backend::summarize_newest_page(const tensor& k, int64_t capacity, int32_t page_size,

@@ -171,6 +171,10 @@ class cuda_backend final : public backend {
   // A scratch buffer that only grows; growing invalidates recorded steps.
   void* scratch(size_t slot, size_t bytes);
   void products(const tensor& x, std::span<const tensor> w, std::span<const tensor> y, epilogue ep);
+  void write_kv(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads, int32_t n_kv_heads,
+                int32_t head_dim, const tensor& positions, const rope_params& p, const tensor& k_cache,
+                const tensor& v_cache, int64_t capacity, const tensor& slots, const newest_page_desc* page,
+                const char* op);
   // Products of many rows (store or accumulate), each through cuBLASLt or the mma kernel.
   void gemm_products(const product_task* tasks, int32_t count, const float* x, int64_t n, bool accumulate);
   // The vAttention ops' launch arguments, their workspace bound.
