@@ -129,6 +129,7 @@ cudaError_t launch_summarize_newest_page(const void* k, etype kv_type, int64_t c
 namespace {
 
 constexpr int k_score_threads = 128;
+constexpr int k_row_pad = 16;  // bytes after each page's summary row in the scoring tiles
 constexpr int k_top_threads = 1024;
 constexpr int k_cands = 256;  // keys left in the threshold's bin ranked directly (top pages)
 constexpr int k_cand_lanes = k_top_threads / k_cands;  // lanes that rank one of them
@@ -162,21 +163,17 @@ __device__ __forceinline__ void chunk_floats(const unsigned char* p, float (&out
   }
 }
 
-// Quest's bound of one page for one ranker: the page's summary row in shared memory (chunk c of
-// the row in slot (c + rot) % cpr; the max half's chunks first, then the min half's), u
-// [head_dim] the ranker's query vector; the sum over d in order, in f32, of max(u_d kmax_d,
-// u_d kmin_d).
+// Quest's bound of one page for one ranker: the page's summary row in shared memory (half
+// chunks of CH bytes of the max row, then as many of the min row), u [head_dim] the ranker's
+// query vector; the sum over d in order, in f32, of max(u_d kmax_d, u_d kmin_d).
 template <typename S, int CH>
-__device__ __forceinline__ float score_row(const unsigned char* row, int32_t rot, int32_t cpr, int32_t half,
-                                           const float* u) {
+__device__ __forceinline__ float score_row(const unsigned char* row, int32_t half, const float* u) {
   constexpr int E = CH / sizeof(typename S::storage);
   float acc = 0.0f;
   for (int32_t c = 0; c < half; ++c) {
-    const int32_t sx = c + rot < cpr ? c + rot : c + rot - cpr;
-    const int32_t sn = c + half + rot < cpr ? c + half + rot : c + half + rot - cpr;
     float mx[E], mn[E], uv[E];
-    chunk_floats<S, CH>(row + sx * CH, mx);
-    chunk_floats<S, CH>(row + sn * CH, mn);
+    chunk_floats<S, CH>(row + c * CH, mx);
+    chunk_floats<S, CH>(row + (c + half) * CH, mn);
     if constexpr (E % 4 == 0) {
 #pragma unroll
       for (int e = 0; e < E; e += 4) {
@@ -199,10 +196,11 @@ __device__ __forceinline__ float score_row(const unsigned char* row, int32_t rot
 // Persistent blocks of k_score_threads over tiles of tp pages of one KV head (tile t: head
 // t % n_kv_heads, pages [tp * (t / n_kv_heads), +tp)); summaries S [n_kv_heads][pages_capacity]
 // [2][head_dim], rows of 2 * head_dim * sizeof(S) bytes cut into cpr chunks of CH bytes.
-//   1. u: every ranker's query vector [n_rankers][head_dim] f32 into shared memory.
+//   1. u: every ranker's query vector [n_rankers][head_dim] f32 into shared memory (q staged
+//      there first by cp.async, all of it at once).
 //   2. Tiles double-buffered: tile t + gridDim.x is copied (cp.async) while tile t is scored;
-//      chunk c of page i goes to slot (c + i) % cpr of its row, so consecutive pages read a
-//      chunk from different banks.
+//      a page's row takes k_row_pad bytes more than its summaries, so the lanes of a warp, on
+//      consecutive pages, read a chunk at the same offset from different banks.
 //   3. Thread x scores page x % tp of the tile against the KV head's rankers x / tp, x / tp +
 //      k_score_threads / tp, ... (tp = k_score_threads with one ranker: a thread per page):
 //      acc += max(u_d kmax_d, u_d kmin_d) over d in order, in f32 (the CPU's arithmetic, so
@@ -225,7 +223,7 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
                                                                        int64_t pages_bound, int32_t tp, float* scores) {
   using storage = typename S::storage;
   if constexpr (HD > 0) head_dim = HD;  // the common head sizes compiled in: loops and slots fold
-  extern __shared__ __align__(16) unsigned char sm[];  // [2][tp][cpr][CH] tiles, then u
+  extern __shared__ __align__(16) unsigned char sm[];  // [2][tp][cpr][CH] tiles, u, (group means) q
   // The plan comes from the step buffer, copied before the step's first kernel: it may be read
   // before pdl_begin() (below).
   const int64_t n_pages = plan[1];
@@ -238,26 +236,25 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
     pdl_begin();
     return;
   }
-  const size_t tile_bytes = static_cast<size_t>(tp) * cpr * CH;
+  const int32_t row_bytes = cpr * CH + k_row_pad;
+  const size_t tile_bytes = static_cast<size_t>(tp) * row_bytes;
   float* u = reinterpret_cast<float*>(sm + 2 * tile_bytes);  // [n_kv_heads * rankers][head_dim]
   const unsigned char* sums = static_cast<const unsigned char*>(summaries);
-  const int32_t c0 = threadIdx.x % cpr, i0 = threadIdx.x / cpr, ir0 = i0 % cpr;
-  const int32_t dc = k_score_threads % cpr, di = k_score_threads / cpr, dir = di % cpr;
+  // Chunk j = threadIdx.x + k * k_score_threads of a tile is chunk c = j % cpr of page j / cpr,
+  // at byte o = (j / cpr) * row_bytes + c * CH of the stage; c and o are stepped, not divided out.
+  const int32_t c0 = threadIdx.x % cpr, o0 = threadIdx.x / cpr * row_bytes + c0 * CH;
+  const int32_t dc = k_score_threads % cpr, dov = k_score_threads / cpr * row_bytes + dc * CH;
   auto issue = [&](int64_t tile, int stage) {
     const int32_t g = static_cast<int32_t>(tile % n_kv_heads);
     const int64_t p0 = (tile / n_kv_heads) * tp;
     const int32_t np = static_cast<int32_t>(n_pages - p0 < tp ? n_pages - p0 : tp);
     const unsigned char* src = sums + (static_cast<int64_t>(g) * pages_capacity + p0) * cpr * CH;
     unsigned char* dst = sm + stage * tile_bytes;
-    // Chunk j = threadIdx.x + k * k_score_threads is chunk c of page i; (c, i, i % cpr) are
-    // stepped rather than divided out for every chunk.
-    int32_t c = c0, i = i0, ir = ir0;
+    int32_t c = c0, o = o0;
     for (int32_t j = threadIdx.x; j < np * cpr; j += k_score_threads) {
-      const int32_t slot = c + ir < cpr ? c + ir : c + ir - cpr;
-      cp_async_chunk<CH>(dst + (static_cast<size_t>(i) * cpr + slot) * CH, src + static_cast<int64_t>(j) * CH);
-      c += dc, i += di, ir += dir;
-      if (c >= cpr) c -= cpr, ++i, ++ir;
-      if (ir >= cpr) ir -= cpr;
+      cp_async_chunk<CH>(dst + o, src + static_cast<int64_t>(j) * CH);
+      c += dc, o += dov;
+      if (c >= cpr) c -= cpr, o += k_row_pad;
     }
   };
   // The op just before this one may have written the summaries of the newest page (the decode
@@ -269,17 +266,29 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
   issue(t, 0);
   cp_async_commit();
   if (early) pdl_begin();
-  for (int32_t i = threadIdx.x; i < n_kv_heads * rankers * head_dim; i += k_score_threads) {
-    const int32_t r = i / head_dim, d = i % head_dim;
-    if (group_mean) {  // the CPU's order: the group summed in order, then times 1 / group
-      float x = 0.0f;
-      for (int32_t m = 0; m < group; ++m) x = __fadd_rn(x, q[(r * group + m) * head_dim + d]);
+  // q, just written by the op before, comes from L2: all of it is copied into shared memory at
+  // once (per head it is u itself), so the setup waits one round trip. Reading it element by
+  // element, each ranker's group summed in a loop, cost a round trip per element: a fifth of the
+  // kernel's stall samples (H200, 128K, per group) sat on the sum's first add.
+  const int32_t n_q = n_heads * head_dim;
+  float* qs = group_mean ? u + n_kv_heads * head_dim : u;  // [n_heads][head_dim]
+  if ((reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(qs)) % 16 == 0 && n_q % 4 == 0) {
+    for (int32_t i = threadIdx.x; i < n_q / 4; i += k_score_threads) cp_async16(qs + 4 * i, q + 4 * i);
+  } else {
+    for (int32_t i = threadIdx.x; i < n_q; i += k_score_threads) cp_async4(qs + i, q + i);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  if (group_mean) {
+    __syncthreads();
+    for (int32_t i = threadIdx.x; i < n_kv_heads * head_dim; i += k_score_threads) {
+      const int32_t r = i / head_dim, d = i % head_dim;
+      float x = 0.0f;  // the CPU's order: the group summed in order, then times 1 / group
+      for (int32_t m = 0; m < group; ++m) x = __fadd_rn(x, qs[(r * group + m) * head_dim + d]);
       u[i] = __fmul_rn(x, 1.0f / static_cast<float>(group));
-    } else {
-      u[i] = q[r * head_dim + d];
     }
   }
-  const int32_t i = threadIdx.x % tp, rot = i % cpr;
+  const int32_t i = threadIdx.x % tp;
   for (int stage = 0; t < n_tiles; t += gridDim.x, stage ^= 1) {
     if (t + gridDim.x < n_tiles) issue(t + gridDim.x, stage ^ 1);
     cp_async_commit();
@@ -288,11 +297,11 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
     const int32_t g = static_cast<int32_t>(t % n_kv_heads);
     const int64_t p0 = (t / n_kv_heads) * tp;
     if (p0 + i < n_pages) {
-      const unsigned char* row = sm + stage * tile_bytes + static_cast<size_t>(i) * cpr * CH;
+      const unsigned char* row = sm + stage * tile_bytes + static_cast<size_t>(i) * row_bytes;
       for (int32_t r = threadIdx.x / tp; r < rankers; r += k_score_threads / tp) {
         const int32_t ranker = group_mean ? g : g * group + r;
         scores[ranker * pages_bound + p0 + i] =
-            score_row<S, CH>(row, rot, cpr, half, u + (static_cast<int64_t>(g) * rankers + r) * head_dim);
+            score_row<S, CH>(row, half, u + (static_cast<int64_t>(g) * rankers + r) * head_dim);
       }
     }
     __syncthreads();  // every thread is done with this stage before it is refilled
@@ -561,8 +570,10 @@ cudaError_t launch_quest_scores_as(const float* q, const void* summaries, int64_
   auto* kernel = CH == 16 && head_dim == 128 ? quest_scores_kernel<S, CH, 128>
                  : CH == 16 && head_dim == 64 ? quest_scores_kernel<S, CH, 64>
                                               : quest_scores_kernel<S, CH, 0>;
-  const size_t smem = 2 * static_cast<size_t>(tp) * 2 * head_dim * sizeof(typename S::storage) +
-                      static_cast<size_t>(n_kv_heads) * rankers_per_kv * head_dim * sizeof(float);
+  // Two tiles of padded rows, u, and with group means the staged q.
+  const size_t smem = 2 * static_cast<size_t>(tp) * (2 * head_dim * sizeof(typename S::storage) + k_row_pad) +
+                      static_cast<size_t>(n_kv_heads) * rankers_per_kv * head_dim * sizeof(float) +
+                      (group_mean ? static_cast<size_t>(n_heads) * head_dim * sizeof(float) : 0);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   int device = 0, n_sms = 0, per_sm = 0;
