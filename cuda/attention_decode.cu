@@ -356,8 +356,9 @@ __device__ void attend_block(const attention_args& a, int64_t row, int32_t kvh, 
 // mma tile (rows past the group are zero): S = Q K^T and O += P V run as m16n8k16 products, so
 // the cores spend a few instructions per key however many heads share it and the loads stay
 // ahead. Keys stream in tiles of 64 ([TK][HD + 8] halves per K and V: the padding puts the
-// eight rows of an ldmatrix in distinct banks), three stages of cp.async; warp w takes keys
-// [16w, 16w + 16) of every tile and keeps its own running max and sums (log2 units) per row.
+// eight rows of an ldmatrix in distinct banks), three stages, each row one bulk copy (row_stages:
+// a thread a row of K or V); warp w takes keys [16w, 16w + 16) of every tile and keeps its own
+// running max and sums (log2 units) per row.
 // Q enters the products as f16 (bf16 caches: as the sum of two bf16 parts, hi + lo, so the
 // scores keep about 16 bits), P as the cache's type. Same splits, partials and last-block merge
 // as the CUDA-core kernel. Bytes: K and V of the keys once; q, partials and out are small.
@@ -378,7 +379,6 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
   constexpr bool BF16 = T::code == etype::bf16;
   using C = mma_decode<BF16, HD>;
   constexpr int TK = C::TK, LD = C::LD, KS = HD / 16, NB = HD / 8, QP = BF16 ? 2 : 1;
-  constexpr int PP = HD / 8;  // 16-byte pieces per row
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ __align__(16) S sq[QP][16][LD];
   __shared__ float sm_m[k_warps][16], sm_l[k_warps][16];
@@ -410,10 +410,19 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
   const int shift = pages && (ps & (ps - 1)) == 0 ? __ffs(ps) - 1 : -1;  // log2(page size), if a power of 2
   const int64_t pg0 = pages && end > begin ? begin / ps : 0;
   const bool staged = pages && end > begin && (end - 1) / ps - pg0 < k_block_pages;
-  if (staged) {
-    for (int64_t i = threadIdx.x; i <= (end - 1) / ps - pg0; i += k_threads) sp[i] = pages[pg0 + i];
-    __syncthreads();
+  // The tiles' stages, filled a row at a time (row_stages); each fill brings TK rows of K and V.
+  __shared__ uint64_t bars[STAGES];
+  const row_stages rs{bars};
+  constexpr uint32_t row_bytes = HD * sizeof(S), fill_bytes = 2 * TK * row_bytes;
+  static_assert(k_threads == 2 * TK, "a thread copies one row of K or of V of each tile");
+  if (threadIdx.x == 0) {
+    rs.init(STAGES);
+    for (int st = 0; st < STAGES - 1; ++st)
+      if (st < n_tiles) rs.expect(st, fill_bytes);
   }
+  if (staged)
+    for (int64_t i = threadIdx.x; i <= (end - 1) / ps - pg0; i += k_threads) sp[i] = pages[pg0 + i];
+  __syncthreads();
   auto key_row = [&](int64_t j) -> int64_t {
     if (!pages) return j;
     if (!staged) return page_row(pages, ps, j);
@@ -421,30 +430,39 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
     return static_cast<int64_t>(sp[j / ps - pg0]) * ps + j % ps;
   };
 
+  // Thread x copies row x % TK of the tile's K (x < TK) or V.
   auto load_tile = [&](int64_t t, int stage) {
-    S* kt = tiles + static_cast<size_t>(stage) * 2 * TK * LD;
-    S* vt = kt + TK * LD;
-#pragma unroll
-    for (int idx = threadIdx.x; idx < TK * PP; idx += k_threads) {
-      const int r = idx / PP, p = idx % PP;
-      int64_t j = begin + t * TK + r;
-      if (j >= end) j = end - 1;  // a valid key; its probability is zero
-      const int64_t key = key_row(j);
+    const int r = threadIdx.x % TK;
+    int64_t j = begin + t * TK + r;
+    if (j >= end) j = end - 1;  // a valid key; its probability is zero
+    const int64_t key = key_row(j);
+    S* dst = tiles + (static_cast<size_t>(stage) * 2 * TK + (threadIdx.x < TK ? 0 : TK) + r) * LD;
+    if (threadIdx.x < TK) {
+      rs.copy(dst, kb + key * HD, row_bytes, stage);
+    } else {
       const int64_t vrow = a.v_rows ? a.v_rows[key] : key;
-      cp_async16(kt + r * LD + p * 8, kb + key * HD + p * 8);
-      cp_async16(vt + r * LD + p * 8, vb + vrow * HD + p * 8);
+      rs.copy(dst, vb + vrow * HD, row_bytes, stage);
     }
   };
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
     if (st < n_tiles) load_tile(st, st);
-    cp_async_commit();
+    rs.commit();
   }
 
-  // The group's queries, scaled to log2 units, as 16 rows of halves (hi, and for bf16 lo).
-  for (int idx = threadIdx.x; idx < 16 * HD; idx += k_threads) {
-    const int r = idx / HD, d = idx % HD;
-    const float x = r < G ? a.q[(row * a.n_heads + h0 + r) * HD + d] * a.scale * k_log2e : 0.0f;
+  // The group's queries, scaled to log2 units, as 16 rows of halves (hi, and for bf16 lo); every
+  // load issued before any is used (q comes from L2, just written).
+  constexpr int QE = 16 * HD / k_threads;
+  float qx[QE];
+#pragma unroll
+  for (int e = 0; e < QE; ++e) {
+    const int idx = threadIdx.x + e * k_threads, r = idx / HD, d = idx % HD;
+    qx[e] = r < G ? a.q[(row * a.n_heads + h0 + r) * HD + d] : 0.0f;
+  }
+#pragma unroll
+  for (int e = 0; e < QE; ++e) {
+    const int idx = threadIdx.x + e * k_threads, r = idx / HD, d = idx % HD;
+    const float x = qx[e] * a.scale * k_log2e;
     const S hi = T::from(x);
     sq[0][r][d] = hi;
     if constexpr (BF16) sq[QP - 1][r][d] = T::from(x - T::load(&hi));
@@ -462,10 +480,12 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
 
   for (int64_t t = 0; t < n_tiles; ++t) {
-    cp_async_wait<STAGES - 2>();
+    const int next = static_cast<int>((t + STAGES - 1) % STAGES);
+    rs.wait<STAGES - 2>(static_cast<int>(t % STAGES), static_cast<uint32_t>(t / STAGES) & 1u);
+    if (threadIdx.x == 0 && t + STAGES - 1 < n_tiles) rs.expect(next, fill_bytes);
     __syncthreads();  // tile t is in; every warp is done with the stage about to be refilled
-    if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1, static_cast<int>((t + STAGES - 1) % STAGES));
-    cp_async_commit();
+    if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1, next);
+    rs.commit();
     const S* kt = tiles + static_cast<size_t>(t % STAGES) * 2 * TK * LD + 16 * warp * LD;
     const S* vt = kt + TK * LD;
 

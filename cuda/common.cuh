@@ -162,6 +162,79 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// ---- whole rows into shared memory, a stage at a time --------------------------------------
+// The tiles of the decode attention and of Quest's scoring are rows gathered from scattered
+// places (a page's keys, a page's summaries). On sm_90 each row is one bulk copy (cp.async.bulk,
+// the TMA unit), its bytes counted on its stage's mbarrier: one instruction a row, where 16-byte
+// cp.async copies took one, and their address arithmetic, per 16 bytes. Before sm_90, the row's
+// 16-byte cp.async copies in one commit group a stage. Rows are 16-byte multiples, 16-byte
+// aligned at both ends.
+//
+// Use, with STAGES stages and stage s's k-th fill waited on with parity k & 1:
+//   init() by thread 0 and a barrier; then per fill: expect() by one thread, a barrier, every
+//   thread's copy() of its rows, commit() by every thread; wait<PENDING>(s, parity) by every
+//   thread before reading the stage (PENDING: the commit groups issued after this stage's, for
+//   the cp.async form).
+struct row_stages {
+  uint64_t* bar;  // [stages] mbarriers in shared memory
+
+  static __device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  }
+  __device__ __forceinline__ void init(int stages) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    for (int i = 0; i < stages; ++i)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(bar + i)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#else
+    (void)stages;
+#endif
+  }
+  // The stage's next fill brings `bytes` (its one arrival).
+  __device__ __forceinline__ void expect(int stage, uint32_t bytes) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar + stage)),
+                 "r"(bytes)
+                 : "memory");
+#else
+    (void)stage, (void)bytes;
+#endif
+  }
+  __device__ __forceinline__ void copy(void* dst, const void* src, uint32_t bytes, int stage) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+            smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar + stage))
+        : "memory");
+#else
+    (void)stage;
+    for (uint32_t o = 0; o < bytes; o += 16) cp_async16(static_cast<char*>(dst) + o, static_cast<const char*>(src) + o);
+#endif
+  }
+  __device__ __forceinline__ void commit() const {
+#if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+    cp_async_commit();
+#endif
+  }
+  template <int PENDING>
+  __device__ __forceinline__ void wait(int stage, uint32_t parity) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    do {
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(smem_addr(bar + stage)), "r"(parity)
+          : "memory");
+    } while (!done);
+#else
+    (void)stage, (void)parity;
+    cp_async_wait<PENDING>();
+#endif
+  }
+};
+
 // ---- programmatic dependent launch (sm_90+) ---------------------------------------------------
 // Every kernel is launched through launch_kernel() below, which lets it start while the kernel before
 // it on the stream finishes (its blocks are scheduled, its prologue runs), and every kernel

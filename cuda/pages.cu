@@ -242,6 +242,8 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
   const unsigned char* sums = static_cast<const unsigned char*>(summaries);
   // Chunk j = threadIdx.x + k * k_score_threads of a tile is chunk c = j % cpr of page j / cpr,
   // at byte o = (j / cpr) * row_bytes + c * CH of the stage; c and o are stepped, not divided out.
+  // (A bulk copy a row, as the page attention does, was slower here: H200, 128K, 1/16, 15.3 ->
+  // 20.4 us per head, 12.3 -> 13.7 per group; a tile is 32 or 128 rows in two stages.)
   const int32_t c0 = threadIdx.x % cpr, o0 = threadIdx.x / cpr * row_bytes + c0 * CH;
   const int32_t dc = k_score_threads % cpr, dov = k_score_threads / cpr * row_bytes + dc * CH;
   auto issue = [&](int64_t tile, int stage) {
