@@ -385,7 +385,8 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
   const int32_t per = (n_others + k_top_threads - 1) / k_top_threads;  // pages per thread
   const int32_t p0 = lo + static_cast<int32_t>(threadIdx.x) * per;
   const int32_t mine = p0 < hi ? (hi - p0 < per ? hi - p0 : per) : 0;  // this thread's run
-  const bool cached = per <= KEYS;
+  const bool cached = per <= KEYS;  // the register loops stop at per (uniform): a step's bound
+                                    // may hold more pages than its rankers have
   const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
   int32_t* hist = hist_all + warp * 256;
   uint32_t key[KEYS];
@@ -401,7 +402,7 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
     uint32_t kmin = 0xffffffffu, kmax = 0u;
     if (cached) {
 #pragma unroll
-      for (int i = 0; i < KEYS; ++i)
+      for (int i = 0; i < KEYS && i < per; ++i)
         if (i < mine) kmin = min(kmin, key[i]), kmax = max(kmax, key[i]);
     } else {
       for (int32_t i = 0; i < mine; ++i) {
@@ -428,7 +429,7 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
       __syncthreads();
       if (cached) {
 #pragma unroll
-        for (int i = 0; i < KEYS; ++i)
+        for (int i = 0; i < KEYS && i < per; ++i)
           if (i < mine && (key[i] & mask) == prefix) atomicAdd(&hist[(key[i] >> shift) & digit_mask], 1);
       } else {
         for (int32_t i = 0; i < per; ++i) {  // per is uniform: every lane takes part in the vote
@@ -483,7 +484,7 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
         };
         if (cached) {
 #pragma unroll
-          for (int i = 0; i < KEYS; ++i) gather(key[i], i < mine && (key[i] & mask) == prefix);
+          for (int i = 0; i < KEYS && i < per; ++i) gather(key[i], i < mine && (key[i] & mask) == prefix);
         } else {
           for (int32_t i = 0; i < per; ++i) {
             const uint32_t k = i < mine ? key_at(i) : 0u;
@@ -526,7 +527,7 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
   };
   if (cached) {
 #pragma unroll
-    for (int i = 0; i < KEYS; ++i)
+    for (int i = 0; i < KEYS && i < per; ++i)
       if (i < mine) tally(key[i]);
   } else {
     for (int32_t i = 0; i < mine; ++i) tally(key_at(i));
@@ -545,7 +546,7 @@ __global__ void __launch_bounds__(k_top_threads) top_pages_kernel(const float* s
   };
   if (cached) {
 #pragma unroll
-    for (int i = 0; i < KEYS; ++i)
+    for (int i = 0; i < KEYS && i < per; ++i)
       if (i < mine) place(i, key[i]);
   } else {
     for (int32_t i = 0; i < mine; ++i) place(i, key_at(i));
