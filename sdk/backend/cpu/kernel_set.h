@@ -8,7 +8,7 @@
 // result. (tests/unit/cpu_kernels_test.cpp checks each compiled set against the reference.)
 //
 // The exception is opt-in: the int8 sets (avx2-int8, avx512-vnni) are never chosen on their own.
-// They are avx2 plus integer products for Q8_0, Q4_0, Q4_K and Q6_K weights: each input row of a
+// They are avx2 (and FMA) plus integer products for Q8_0, Q4_0, Q4_K and Q6_K weights: each input row of a
 // product is quantized once to 8-bit levels (quantize_q8_row), and the weights' own integer
 // levels are multiplied into it with integer dot products, scaled to float once per block. That
 // changes results (the input's quantization error, about 1/254 of a block's largest magnitude
@@ -78,17 +78,18 @@ void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float*
 // input row of n_in quantized for it. Per type:
 //   Q8_0, Q4_0: block b's weight levels l (Q8_0: the int8 q; Q4_0: nibble - 8) give 8 exact
 //     int32 sums s_j = sum over i < 4 of l[4j + i] * q[32b + 4j + i]; then
-//     acc[8 (b mod 2) + j] += (d_w(b) * d[b]) * float(s_j), and the result is
+//     acc[8 (b mod 2) + j] = fma(d_w(b) * d[b], float(s_j), acc[8 (b mod 2) + j]), and the result is
 //     t_j = acc[j] + acc[8 + j] summed as ((t0 + t4) + (t1 + t5)) + ((t2 + t6) + (t3 + t7)).
 //   Q4_K: per block, 8 exact int32 lane sums T_k = sum over sub-blocks j of sc[j] * (levels
 //     4k .. 4k + 3 of sub-block j . their q) and 8 min lanes M_j = m[j] * (the input sums of
-//     sub-block j); acc[k] += (d * d[b]) * float(T_k) and accm[j] += (dmin * d[b]) *
-//     float(M_j), blocks in order; the result is reduce(acc) - reduce(accm), each 8 summed as
-//     Q8_0's t.
+//     sub-block j); acc[k] = fma(d * d[b], float(T_k), acc[k]) and accm[j] = fma(dmin * d[b],
+//     float(M_j), accm[j]), blocks in order; the result is reduce(acc) - reduce(accm), each 8
+//     summed as Q8_0's t.
 //   Q6_K: per block, with the 6-bit level u (0..63) and the int8 scale s[k] of elements
 //     16k .. 16k + 15: S = sum_k s[k] * (u . q over those 16) - 32 * sum_k s[k] * sums[16b + k];
-//     acc += (d * d[b]) * float(S), blocks in order.
-// Every SIMD integer kernel computes exactly this, bit for bit.
+//     acc = fma(d * d[b], float(S), acc), blocks in order.
+// fma: one fused multiply-add, a single rounding (the int8 sets need FMA; the scale products
+// d_w * d stay plain multiplies). Every SIMD integer kernel computes exactly this, bit for bit.
 void dot_q8_scalar(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                    int64_t nx, int64_t n_in, float* out);
 
