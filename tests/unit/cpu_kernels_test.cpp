@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backend/cpu/kernel_set.h"
@@ -169,6 +170,47 @@ TEST_P(cpu_kernels, attention_equals_the_reference_bitwise) {
   with_set(GetParam(), [&] { run(got_out, got_lse); });
   EXPECT_TRUE(same_bits(want_out, got_out));
   EXPECT_TRUE(same_bits(want_lse, got_lse));
+}
+
+// The softmax's exponential: the set's exp_shifted against the reference's bit for bit, over a
+// sweep through every branch (underflow, the polynomial, overflow) and the special values; and the
+// reference itself within 2 ulp of e^x (double) where the result is a normal float.
+TEST_P(cpu_kernels, softmax_exponentials_equal_the_reference_bitwise) {
+  std::vector<float> x;
+  for (float v = -100.0f; v < 100.0f; v += 0.0371f) x.push_back(v);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {-inf, inf, std::numeric_limits<float>::quiet_NaN(), -0.0f, 0.0f, -87.3f, -87.29f, 88.3f, 88.31f,
+                  1e-30f, -1e-30f, -0.34657359f, 0.34657359f, -86.5f})
+    x.push_back(v);
+  const sa::cpu::kernels* k = nullptr;
+  with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
+  for (float m : {0.0f, 3.5f, -2.25f}) {
+    std::vector<float> want = x, got = x;
+    sa::cpu::exp_shifted(want.data(), static_cast<int64_t>(want.size()), m);
+    k->exp_shifted(got.data(), static_cast<int64_t>(got.size()), m);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << "x " << x[i] << " m " << m;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0)
+          << "x " << x[i] << " m " << m << ": " << want[i] << " vs " << got[i];
+    }
+  }
+  for (float v : x) {
+    const float e = sa::cpu::softmax_exp(v);
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(e));
+    } else if (v <= -87.3f) {
+      EXPECT_EQ(e, 0.0f) << v;
+    } else if (v > 88.3f) {
+      EXPECT_EQ(e, inf) << v;
+    } else {
+      const double want = std::exp(static_cast<double>(v));
+      if (want < static_cast<double>(std::numeric_limits<float>::min())) continue;  // subnormal results
+      EXPECT_LE(std::fabs(static_cast<double>(e) - want), 2.0 * std::ldexp(want, -23)) << v;
+    }
+  }
 }
 
 TEST_P(cpu_kernels, greedy_decodes_of_the_shipped_models_are_the_references_bits) {

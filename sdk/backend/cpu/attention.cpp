@@ -68,10 +68,10 @@ void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasO
     p[static_cast<size_t>(key)] = kern.dot_f32(qi, pb.k.row(k0 + row_of(key), tmp), hd) * pb.scale + bias_of(key);
     m = std::max(m, p[static_cast<size_t>(key)]);
   }
+  kern.exp_shifted(p.data(), n, m);
   float l = 0.0f;
   for (int64_t t = 0; t < n; ++t) {
-    const float e = std::exp(p[static_cast<size_t>(t)] - m);
-    p[static_cast<size_t>(t)] = e;
+    const float e = p[static_cast<size_t>(t)];
     l += e;
     const float* vt = pb.v.row(v0 + (pb.v_rows ? int64_t{pb.v_rows[t]} : int64_t{row_of(t)}), tmp);
     kern.add_scaled(oi, vt, e, hd);

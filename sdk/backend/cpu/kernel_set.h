@@ -109,6 +109,8 @@ struct kernels {
   void (*dot_block)(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
   // y[d] += a * x[d] for d < n (each element a multiply then an add, as the reference loop).
   void (*add_scaled)(float* y, const float* x, float a, int64_t n);
+  // p[t] = softmax_exp(p[t] - m) for t < n (ops.h: the same float operations in every set).
+  void (*exp_shifted)(float* p, int64_t n, float m);
   // The integer products (dot_q8_scalar's arguments and arithmetic) of the int8 sets: a block
   // of up to 4 weight rows x 4 input rows, each weight block expanded once for all inputs; null
   // in the other sets, whose products keep the reference's bits.

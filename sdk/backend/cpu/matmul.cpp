@@ -16,7 +16,10 @@
 // time against the quantized input rows 4 at a time (each weight block expanded once for the 4),
 // so a 4-row tile stays in cache while the inputs stream.
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "backend/cpu/kernel_set.h"
 #include "backend/cpu/ops.h"
@@ -102,6 +105,25 @@ void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t
 
 void add_scaled(float* y, const float* x, float a, int64_t n) {
   for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
+}
+
+float softmax_exp(float x) {
+  if (!(x > -87.3f)) return x != x ? x : 0.0f;  // NaN stays NaN; the rest underflows to 0
+  if (x > 88.3f) return std::numeric_limits<float>::infinity();
+  const float k = std::nearbyint(x * 1.44269504088896341f);
+  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = (p * (r * r) + r) + 1.0f;
+  return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
+}
+
+void exp_shifted(float* p, int64_t n, float m) {
+  for (int64_t t = 0; t < n; ++t) p[t] = softmax_exp(p[t] - m);
 }
 
 void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,

@@ -40,6 +40,13 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
 // y[d] += a * x[d], the reference loop.
 void add_scaled(float* y, const float* x, float a, int64_t n);
+// A softmax's exponential, e^x for a score minus the scores' maximum (x <= 0), in float
+// arithmetic every kernel set repeats lane for lane: x = k ln 2 + r (k = x log2 e rounded to
+// nearest, ln 2 in two parts), e^r by Cephes' degree-6 polynomial, times 2^k; within 2 ulp of
+// e^x. x <= -87.3 (and -inf) gives 0, x > 88.3 +inf, NaN stays NaN.
+float softmax_exp(float x);
+// p[t] = softmax_exp(p[t] - m) for t < n, the reference loop.
+void exp_shifted(float* p, int64_t n, float m);
 // silu(g) * u, the arithmetic of swiglu_elems.
 float swiglu_value(float g, float u);
 
