@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/cpu/kernel_set.h"
+#include "backend/cpu/thread_pool.h"
 #include "sa/sa.h"
 
 namespace {
@@ -46,6 +48,36 @@ double read_bandwidth(int threads) {
     best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / seconds_since(t0));
   }
   return best;
+}
+
+// The CPU pool's cost per parallel_for (every thread given an empty range), in microseconds: back
+// to back (workers still spinning on the job counter, as between a decode step's ops), and each
+// call after 20 ms idle (workers asleep on the condition variable, woken by the call).
+struct pool_cost {
+  double hot_us = 0, cold_us = 0;
+};
+pool_cost measure_pool(int threads) {
+  sa::cpu::thread_pool pool(threads);
+  std::atomic<int64_t> sink{0};
+  const std::function<void(int64_t, int64_t, int32_t)> empty = [&](int64_t b, int64_t e, int32_t) {
+    sink.fetch_add(e - b, std::memory_order_relaxed);
+  };
+  pool_cost c;
+  for (int warm = 0; warm < 1000; ++warm) pool.parallel_for(threads, empty);
+  const int hot_calls = 20000;
+  auto t0 = clock_type::now();
+  for (int i = 0; i < hot_calls; ++i) pool.parallel_for(threads, empty);
+  c.hot_us = 1e6 * seconds_since(t0) / hot_calls;
+  const int cold_calls = 25;
+  double cold = 0;
+  for (int i = 0; i < cold_calls; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    t0 = clock_type::now();
+    pool.parallel_for(threads, empty);
+    cold += seconds_since(t0);
+  }
+  c.cold_us = 1e6 * cold / cold_calls;
+  return c;
 }
 
 struct speed {
@@ -139,5 +171,11 @@ int cpu_bench(const std::string& model_path, const std::vector<int>& thread_coun
   }
   sa::cpu::use_kernel_set(was);
   sa_model_destroy(m);
+  std::printf("\n%8s %26s %26s\n", "threads", "pool us/call, back to back", "pool us/call, from sleep");
+  for (int threads : thread_counts) {
+    if (threads < 2) continue;  // one thread runs the job inline
+    const pool_cost c = measure_pool(threads);
+    std::printf("%8d %26.2f %26.2f\n", threads, c.hot_us, c.cold_us);
+  }
   return 0;
 }
