@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(k_score_threads) quest_scores_kernel(const flo
                                                                        int64_t pages_bound, int32_t tp, float* scores) {
   using storage = typename S::storage;
   if constexpr (HD > 0) head_dim = HD;  // the common head sizes compiled in: loops and slots fold
-  extern __shared__ __align__(16) unsigned char sm[];  // [2][tp][cpr][CH] tiles, u, (group means) q
+  extern __shared__ __align__(16) unsigned char sm[];  // [2][tp][row_bytes] tiles, u, (group means) q
   // The plan comes from the step buffer, copied before the step's first kernel: it may be read
   // before pdl_begin() (below).
   const int64_t n_pages = plan[1];

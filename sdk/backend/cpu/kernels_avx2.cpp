@@ -276,20 +276,17 @@ SA_AVX2 void add_scaled_avx2(float* y, const float* x, float a, int64_t n) {
 
 // softmax_exp (ops.h) on 8 lanes, operation for operation.
 SA_AVX2 __m256 softmax_exp8(__m256 x) {
-  const __m256 above = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_GT_OQ);  // false for NaN
+  namespace c = softmax_exp_c;
+  const __m256 above = _mm256_cmp_ps(x, _mm256_set1_ps(c::lowest), _CMP_GT_OQ);  // false for NaN
   const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  const __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(88.3f), _CMP_GT_OQ);
+  const __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(c::highest), _CMP_GT_OQ);
   const __m256 xc = _mm256_blendv_ps(_mm256_setzero_ps(), x, above);  // lanes computed for nothing stay finite
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(c::log2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(k, _mm256_set1_ps(0.693359375f))),
-                                 _mm256_mul_ps(k, _mm256_set1_ps(-2.12194440e-4f)));
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(k, _mm256_set1_ps(c::ln2_hi))),
+                                 _mm256_mul_ps(k, _mm256_set1_ps(c::ln2_lo)));
+  __m256 p = _mm256_set1_ps(c::poly[0]);
+  for (int i = 1; i < 6; ++i) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c::poly[i]));
   p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
   __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));

@@ -108,16 +108,13 @@ void add_scaled(float* y, const float* x, float a, int64_t n) {
 }
 
 float softmax_exp(float x) {
-  if (!(x > -87.3f)) return x != x ? x : 0.0f;  // NaN stays NaN; the rest underflows to 0
-  if (x > 88.3f) return std::numeric_limits<float>::infinity();
-  const float k = std::nearbyint(x * 1.44269504088896341f);
-  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  namespace c = softmax_exp_c;
+  if (!(x > c::lowest)) return std::isnan(x) ? x : 0.0f;  // NaN stays NaN; the rest underflows to 0
+  if (x > c::highest) return std::numeric_limits<float>::infinity();
+  const float k = std::nearbyint(x * c::log2e);
+  const float r = (x - k * c::ln2_hi) - k * c::ln2_lo;
+  float p = c::poly[0];
+  for (int i = 1; i < 6; ++i) p = p * r + c::poly[i];
   p = (p * (r * r) + r) + 1.0f;
   return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
 }

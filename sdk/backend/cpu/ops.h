@@ -45,6 +45,14 @@ void add_scaled(float* y, const float* x, float a, int64_t n);
 // nearest, ln 2 in two parts), e^r by Cephes' degree-6 polynomial, times 2^k; within 2 ulp of
 // e^x. x <= -87.3 (and -inf) gives 0, x > 88.3 +inf, NaN stays NaN.
 float softmax_exp(float x);
+// Its constants, shared by every set's version.
+namespace softmax_exp_c {
+inline constexpr float lowest = -87.3f, highest = 88.3f;  // 0 at or below, +inf above
+inline constexpr float log2e = 1.44269504088896341f;
+inline constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;  // ln 2 = hi + lo
+inline constexpr float poly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                  4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace softmax_exp_c
 // p[t] = softmax_exp(p[t] - m) for t < n, the reference loop.
 void exp_shifted(float* p, int64_t n, float m);
 // silu(g) * u, the arithmetic of swiglu_elems.
