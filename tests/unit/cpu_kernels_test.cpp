@@ -102,6 +102,23 @@ TEST_P(cpu_kernels, scaled_adds_equal_the_reference_bitwise) {
   }
 }
 
+TEST_P(cpu_kernels, weighted_sums_of_rows_equal_the_reference_bitwise) {
+  for (int64_t n : {1, 7, 8, 9, 64, 100, 136}) {
+    for (int64_t count : {0, 1, 3, 32}) {
+      const int64_t stride = n + 3;  // rows not packed
+      const std::vector<float> x = sa_test::random_normal(static_cast<size_t>(count * stride + n), static_cast<uint64_t>(n));
+      const std::vector<float> a = sa_test::random_normal(static_cast<size_t>(count + 1), static_cast<uint64_t>(count + 5));
+      const std::vector<float> y0 = sa_test::random_normal(static_cast<size_t>(n), static_cast<uint64_t>(n + 1));
+      std::vector<float> want = y0, got = y0;
+      for (int64_t t = 0; t < count; ++t) sa::cpu::add_scaled(want.data(), x.data() + t * stride, a[static_cast<size_t>(t)], n);
+      with_set(GetParam(), [&] {
+        sa::cpu::active_kernels().add_scaled_rows(got.data(), x.data(), stride, a.data(), count, n);
+      });
+      EXPECT_TRUE(same_bits(want, got)) << "n = " << n << ", rows " << count;
+    }
+  }
+}
+
 // Where a test's weight rows start in misaligned_weights(): one byte in, so that no row or
 // block is aligned (f32 rows, which the reference reads in place, are as aligned as a model
 // file keeps them).
@@ -170,6 +187,55 @@ TEST_P(cpu_kernels, attention_equals_the_reference_bitwise) {
   with_set(GetParam(), [&] { run(got_out, got_lse); });
   EXPECT_TRUE(same_bits(want_out, got_out));
   EXPECT_TRUE(same_bits(want_lse, got_lse));
+}
+
+// attention_rows takes each KV head's queries over blocks of rows together (a key's row fetched
+// once for all of them) when that leaves every thread work, and one (row, query head) at a time
+// otherwise; both must give the same bits. One row at a time on a pool of 8 threads takes the
+// second way, every row at once on 2 threads the first: group sizes 1, 3 and 4, f32, f16 and
+// bf16 caches, lengths out of order (0 included), values through an index.
+TEST_P(cpu_kernels, attention_over_blocks_of_rows_equals_one_query_at_a_time_bitwise) {
+  sa::cpu::thread_pool two(2), eight(8);
+  sa::cpu::scratch_t s2(2), s8(8);
+  struct shape {
+    int32_t n_heads, n_kv, hd;
+  };
+  for (const shape sh : {shape{2, 2, 36}, shape{6, 2, 64}, shape{8, 2, 40}}) {
+    for (dtype type : {dtype::f32, dtype::f16, dtype::bf16}) {
+      for (bool indexed : {false, true}) {
+        const int64_t cap = 77, n = 9;
+        const int32_t hd = sh.hd;
+        const std::vector<float> q = sa_test::random_normal(static_cast<size_t>(n * sh.n_heads * hd), 11);
+        const size_t rb = static_cast<size_t>(sa::row_bytes(type, hd));
+        std::vector<uint8_t> kb(rb * static_cast<size_t>(sh.n_kv * cap)), vb(kb.size());
+        const std::vector<float> k = sa_test::random_normal(static_cast<size_t>(sh.n_kv * cap * hd), 12);
+        const std::vector<float> v = sa_test::random_normal(static_cast<size_t>(sh.n_kv * cap * hd), 13);
+        for (int64_t r = 0; r < sh.n_kv * cap; ++r) {
+          sa::cpu::store_row(type, k.data() + r * hd, kb.data() + static_cast<size_t>(r) * rb, hd);
+          sa::cpu::store_row(type, v.data() + r * hd, vb.data() + static_cast<size_t>(r) * rb, hd);
+        }
+        const sa::cpu::kv_rows kr{kb.data(), type, hd}, vr{vb.data(), type, hd};
+        std::vector<int32_t> v_rows(static_cast<size_t>(cap));
+        for (int64_t t = 0; t < cap; ++t) v_rows[static_cast<size_t>(t)] = static_cast<int32_t>((t * 31 + 5) % cap);
+        const int32_t* vi = indexed ? v_rows.data() : nullptr;
+        const std::vector<int32_t> len = {77, 5, 0, 33, 34, 3, 1, 76, 18};
+        const size_t per_row = static_cast<size_t>(sh.n_heads * hd);
+        std::vector<float> out(n * per_row), lse(static_cast<size_t>(n * sh.n_heads));
+        std::vector<float> one_out = out, one_lse = lse;
+        with_set(GetParam(), [&] {
+          sa::cpu::attention_rows(two, s2, q.data(), n, sh.n_heads, sh.n_kv, hd, kr, cap, vr, cap, vi, len, 0.13f,
+                                  out.data(), lse.data(), nullptr, nullptr, 0);
+          for (int64_t i = 0; i < n; ++i)
+            sa::cpu::attention_rows(eight, s8, q.data() + i * per_row, 1, sh.n_heads, sh.n_kv, hd, kr, cap, vr, cap,
+                                    vi, std::span<const int32_t>(len.data() + i, 1), 0.13f,
+                                    one_out.data() + i * per_row, one_lse.data() + i * sh.n_heads, nullptr, nullptr, 0);
+        });
+        EXPECT_TRUE(same_bits(one_out, out)) << sa::traits(type).name << " heads " << sh.n_heads << "/" << sh.n_kv
+                                             << (indexed ? " indexed" : "");
+        EXPECT_TRUE(same_bits(one_lse, lse));
+      }
+    }
+  }
 }
 
 // The softmax's exponential: the set's exp_shifted against the reference's bit for bit, over a

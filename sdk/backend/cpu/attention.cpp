@@ -11,6 +11,7 @@
 
 #include "backend/cpu/kernel_set.h"
 #include "backend/cpu/ops.h"
+#include "quant/quants.h"
 
 namespace sa::cpu {
 
@@ -89,6 +90,110 @@ void attend_one(const problem& pb, int64_t i, int32_t h, std::vector<float>& p) 
       [](int64_t) { return 0.0f; }, p);
 }
 
+// The queries of one KV head over rows [i0, i0 + rows): every query head of its group for each
+// row, each over keys [0, kv_len[row]), with attend_one's arithmetic query by query (the same
+// dot products, maximum, exponentials and sums, keys in order), so the bits are the same. What
+// changes is that a key's row is fetched (and, for a narrow cache, converted) once for all of
+// them, the scores come from register blocks of 4 keys x 2 queries, and each query's weighted
+// sum of values runs over a tile of k_value_tile rows at once (add_scaled_rows), its output held
+// in registers. buf: [queries][n_max] weights, then the converted rows [k_value_tile][head_dim].
+constexpr int64_t k_value_tile = 32;
+constexpr int64_t k_max_queries = 64;
+
+void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std::vector<float>& buf) {
+  const int32_t hd = pb.head_dim, G = pb.group;
+  const int64_t nq = rows * G;
+  int64_t len[k_max_queries];
+  const float* qv[k_max_queries];
+  float* ov[k_max_queries];
+  int64_t item[k_max_queries];
+  int64_t n_max = 0;
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    len[qi] = pb.kv_len[static_cast<size_t>(i0 + qi / G)];
+    item[qi] = (i0 + qi / G) * pb.n_heads + kvh * G + qi % G;
+    qv[qi] = pb.q + item[qi] * hd;
+    ov[qi] = pb.out + item[qi] * hd;
+    n_max = std::max(n_max, len[qi]);
+  }
+  const size_t need = static_cast<size_t>(nq * n_max + k_value_tile * hd);
+  if (buf.size() < need) buf.resize(need);
+  float* const p = buf.data();                 // [nq][n_max]
+  float* const tmp = buf.data() + nq * n_max;  // [k_value_tile][hd]
+  const int64_t k0 = kvh * pb.k_capacity, v0 = kvh * pb.v_capacity;
+  const size_t krb = static_cast<size_t>(row_bytes(pb.k.type, hd)), vrb = static_cast<size_t>(row_bytes(pb.v.type, hd));
+  const kernels& kern = active_kernels();  // the reference's bits in every set
+
+  // Scores, 4 keys at a time: the keys' rows (in place for f32, converted once otherwise) against
+  // each row's group of queries, two at a time (consecutive heads: consecutive rows of q).
+  int64_t key = 0;
+  for (; key + 4 <= n_max; key += 4) {
+    const float* kt;
+    if (pb.k.type == dtype::f32) {
+      kt = reinterpret_cast<const float*>(pb.k.base + static_cast<size_t>(k0 + key) * krb);
+    } else {
+      for (int j = 0; j < 4; ++j)
+        dequantize_row(pb.k.type, pb.k.base + static_cast<size_t>(k0 + key + j) * krb, tmp + j * hd, hd);
+      kt = tmp;
+    }
+    for (int64_t qi = 0; qi < nq; qi += G) {
+      if (key >= len[qi]) continue;
+      for (int32_t g = 0; g < G; g += 2) {
+        const int64_t nx = std::min<int32_t>(2, G - g);
+        float s[8];
+        kern.dot_block(kt, 4, qv[qi + g], nx, hd, s);
+        for (int64_t x = 0; x < nx; ++x)
+          for (int64_t j = 0; j < 4; ++j) p[(qi + g + x) * n_max + key + j] = s[x * 4 + j] * pb.scale + 0.0f;
+      }
+    }
+  }
+  for (; key < n_max; ++key) {
+    const float* kr = pb.k.row(k0 + key, tmp);
+    for (int64_t qi = 0; qi < nq; ++qi)
+      if (key < len[qi]) p[qi * n_max + key] = kern.dot_f32(qv[qi], kr, hd) * pb.scale + 0.0f;
+  }
+
+  // Each query's softmax as attend_keys takes it: the maximum over its keys in order, the
+  // exponentials, their sum in order.
+  float m[k_max_queries], l[k_max_queries];
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    float* pq = p + qi * n_max;
+    m[qi] = -std::numeric_limits<float>::infinity();
+    l[qi] = 0.0f;
+    for (int64_t t = 0; t < len[qi]; ++t) m[qi] = std::max(m[qi], pq[t]);
+    if (len[qi] > 0) kern.exp_shifted(pq, len[qi], m[qi]);
+    for (int64_t t = 0; t < len[qi]; ++t) l[qi] += pq[t];
+    for (int32_t d = 0; d < hd; ++d) ov[qi][d] = 0.0f;
+  }
+  // The values a tile of keys at a time (rows in place, or copied or converted once for all the
+  // queries), added key after key into every query that sees them.
+  const bool in_place = pb.v.type == dtype::f32 && !pb.v_rows;
+  for (int64_t t0 = 0; t0 < n_max; t0 += k_value_tile) {
+    const int64_t cnt = std::min(k_value_tile, n_max - t0);
+    const float* vt = tmp;
+    if (in_place) {
+      vt = reinterpret_cast<const float*>(pb.v.base + static_cast<size_t>(v0 + t0) * vrb);
+    } else {
+      for (int64_t j = 0; j < cnt; ++j) {
+        const int64_t r = v0 + (pb.v_rows ? int64_t{pb.v_rows[t0 + j]} : t0 + j);
+        dequantize_row(pb.v.type, pb.v.base + static_cast<size_t>(r) * vrb, tmp + j * hd, hd);
+      }
+    }
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      const int64_t c = std::min(cnt, len[qi] - t0);
+      if (c > 0) kern.add_scaled_rows(ov[qi], vt, hd, p + qi * n_max + t0, c, hd);
+    }
+  }
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    if (len[qi] <= 0) {
+      pb.lse[item[qi]] = -std::numeric_limits<float>::infinity();
+      continue;
+    }
+    const float inv = 1.0f / l[qi];
+    for (int32_t d = 0; d < hd; ++d) ov[qi][d] *= inv;
+    pb.lse[item[qi]] = m[qi] + std::log(l[qi]);
+  }
+}
+
 }  // namespace
 
 void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64_t n,
@@ -100,6 +205,27 @@ void attention_rows(thread_pool& pool, scratch_t& scratch, const float* q, int64
   const problem pb{q, n_heads, n_heads / n_kv_heads, head_dim, k, k_capacity, v, v_capacity,
                    v_rows, kv_len, scale, out, lse};
   if (!mass) {
+    // Blocks of rows per KV head when there are enough of them to keep every thread busy: up to 4
+    // rows (at most 64 queries) while their weights fit in 512 KB. Blocks are taken from both
+    // ends in turn (first, last, second, ...) so that each thread's contiguous share of a causal
+    // prefill holds as many keys as another's.
+    const int32_t group = n_heads / n_kv_heads;
+    int64_t n_max = 0;
+    for (int64_t i = 0; i < n; ++i) n_max = std::max<int64_t>(n_max, kv_len[static_cast<size_t>(i)]);
+    int64_t rows = std::max<int64_t>(1, std::min<int64_t>(4, k_max_queries / group));
+    while (rows > 1 && rows * group * n_max * 4 > (512 << 10)) rows /= 2;
+    const int64_t blocks = (n + rows - 1) / rows;
+    if (group <= k_max_queries && blocks * n_kv_heads >= pool.size()) {
+      pool.parallel_for(blocks * n_kv_heads, [&](int64_t b, int64_t e, int32_t thread) {
+        for (int64_t item = b; item < e; ++item) {
+          const int64_t turn = item / n_kv_heads;
+          const int64_t blk = turn % 2 == 0 ? turn / 2 : blocks - 1 - turn / 2;
+          const int64_t i0 = blk * rows;
+          attend_group(pb, i0, std::min(rows, n - i0), item % n_kv_heads, scratch[static_cast<size_t>(thread)]);
+        }
+      });
+      return;
+    }
     pool.parallel_for(n * n_heads, [&](int64_t b, int64_t e, int32_t thread) {
       for (int64_t item = b; item < e; ++item)
         attend_one(pb, item / n_heads, static_cast<int32_t>(item % n_heads),

@@ -109,6 +109,9 @@ struct kernels {
   void (*dot_block)(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
   // y[d] += a * x[d] for d < n (each element a multiply then an add, as the reference loop).
   void (*add_scaled)(float* y, const float* x, float a, int64_t n);
+  // add_scaled(y, x + t * stride, a[t], n) for t = 0 .. count - 1 in order: a weighted sum of
+  // rows into y, each element's adds in the same order (a set keeps y in registers across rows).
+  void (*add_scaled_rows)(float* y, const float* x, int64_t stride, const float* a, int64_t count, int64_t n);
   // p[t] = softmax_exp(p[t] - m) for t < n (ops.h: the same float operations in every set).
   void (*exp_shifted)(float* p, int64_t n, float m);
   // The integer products (dot_q8_scalar's arguments and arithmetic) of the int8 sets: a block

@@ -107,6 +107,10 @@ void add_scaled(float* y, const float* x, float a, int64_t n) {
   for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
 }
 
+void add_scaled_rows(float* y, const float* x, int64_t stride, const float* a, int64_t count, int64_t n) {
+  for (int64_t t = 0; t < count; ++t) add_scaled(y, x + t * stride, a[t], n);
+}
+
 float softmax_exp(float x) {
   namespace c = softmax_exp_c;
   if (!(x > c::lowest)) return std::isnan(x) ? x : 0.0f;  // NaN stays NaN; the rest underflows to 0

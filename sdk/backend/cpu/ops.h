@@ -40,6 +40,8 @@ float dot_f32(const float* a, const float* b, int64_t n);
 void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
 // y[d] += a * x[d], the reference loop.
 void add_scaled(float* y, const float* x, float a, int64_t n);
+// add_scaled(y, x + t * stride, a[t], n) for t < count, in order.
+void add_scaled_rows(float* y, const float* x, int64_t stride, const float* a, int64_t count, int64_t n);
 // A softmax's exponential, e^x for a score minus the scores' maximum (x <= 0), in float
 // arithmetic every kernel set repeats lane for lane: x = k ln 2 + r (k = x log2 e rounded to
 // nearest, ln 2 in two parts), e^r by Cephes' degree-6 polynomial, times 2^k; within 2 ulp of
