@@ -119,6 +119,31 @@ TEST_P(cpu_kernels, weighted_sums_of_rows_equal_the_reference_bitwise) {
   }
 }
 
+// The gated activation: the set's swiglu against the reference's bit for bit, gates swept
+// through every branch of the exponential (and the special values), odd lengths for the tails.
+TEST_P(cpu_kernels, swiglu_equals_the_reference_bitwise) {
+  std::vector<float> g;
+  for (float v = -100.0f; v < 100.0f; v += 0.0417f) g.push_back(v);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {-inf, inf, std::numeric_limits<float>::quiet_NaN(), -0.0f, 0.0f, 87.3f, 87.31f, -88.3f, -88.31f})
+    g.push_back(v);
+  const std::vector<float> u = sa_test::random_normal(g.size(), 9);
+  const sa::cpu::kernels* k = nullptr;
+  with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
+  for (size_t n : {g.size(), g.size() - 3, size_t{5}}) {
+    std::vector<float> want(n), got(n);
+    sa::cpu::swiglu_span(g.data(), u.data(), want.data(), static_cast<int64_t>(n));
+    k->swiglu(g.data(), u.data(), got.data(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << "g " << g[i];
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&want[i], &got[i], sizeof(float)), 0) << "g " << g[i] << ": " << want[i] << " vs " << got[i];
+    }
+  }
+}
+
 // Where a test's weight rows start in misaligned_weights(): one byte in, so that no row or
 // block is aligned (f32 rows, which the reference reads in place, are as aligned as a model
 // file keeps them).
@@ -373,6 +398,35 @@ TEST(cpu_int8_quantizer, levels_scales_and_sums_are_the_stated_ones) {
         for (int64_t i = 0; i < 16; ++i) s += q[static_cast<size_t>(16 * k + i)];
         ASSERT_EQ(sums[static_cast<size_t>(k)], s);
       }
+  }
+}
+
+// An int8 set's quantizer against quantize_q8_row bit for bit: random rows with the awkward
+// blocks, special values (NaN, infinities, -0, tiny and huge values) and both block sizes.
+TEST_P(cpu_int8_kernels, the_sets_quantizer_equals_the_reference_bitwise) {
+  const sa::cpu::kernels* k = nullptr;
+  with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
+  ASSERT_NE(k->quantize_q8, nullptr);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t block : {32, 256}) {
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      const int64_t n = 4 * 256;
+      std::vector<float> x = awkward_input(n, 100 + seed);
+      for (float& v : x) v *= seed % 3 == 0 ? 1e-30f : seed % 3 == 1 ? 1.0f : 1e30f;
+      if (seed == 5) x[300] = nan;
+      if (seed == 6) x[301] = inf, x[600] = -inf;
+      if (seed == 7) x[40] = -0.0f, x[41] = 1e-38f, x[42] = -3.4e38f;
+      std::vector<int8_t> wq(static_cast<size_t>(n)), gq(wq.size());
+      std::vector<float> wd(static_cast<size_t>(n / block)), gd(wd.size());
+      std::vector<int16_t> ws(static_cast<size_t>(n / 16)), gs(ws.size());
+      sa::cpu::quantize_q8_row(x.data(), n, block, wq.data(), wd.data(), ws.data());
+      k->quantize_q8(x.data(), n, block, gq.data(), gd.data(), gs.data());
+      EXPECT_EQ(wq, gq) << "block " << block << " seed " << seed;
+      EXPECT_EQ(std::memcmp(wd.data(), gd.data(), wd.size() * sizeof(float)), 0) << "block " << block << " seed " << seed;
+      if (block == 256) {
+        EXPECT_EQ(ws, gs) << "seed " << seed;
+      }
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernel_set.h"
 #include "backend/cpu/ops.h"
 #include "quant/quants.h"
 
@@ -103,12 +104,15 @@ void gather_rope_rows(thread_pool& pool, const kv_rows& src, int64_t src_capacit
   });
 }
 
-float swiglu_value(float g, float u) { return g / (1.0f + std::exp(-g)) * u; }
+float swiglu_value(float g, float u) { return g / (1.0f + softmax_exp(-g)) * u; }
+
+void swiglu_span(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = swiglu_value(g[i], u[i]);
+}
 
 void swiglu_elems(thread_pool& pool, const float* gate, const float* up, float* out, int64_t n) {
-  pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) {
-    for (int64_t i = b; i < e; ++i) out[i] = swiglu_value(gate[i], up[i]);
-  });
+  const kernels& k = active_kernels();
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) { k.swiglu(gate + b, up + b, out + b, e - b); });
 }
 
 const float* kv_rows::row(int64_t r, float* tmp) const {

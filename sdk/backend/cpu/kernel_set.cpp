@@ -13,7 +13,7 @@ namespace {
 bool dot_rows_types_none(dtype) { return false; }
 
 const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, dot_block, add_scaled, add_scaled_rows,
-                               exp_shifted, nullptr};
+                               exp_shifted, swiglu_span, nullptr};
 
 constexpr kernel_set k_all[] = {kernel_set::reference, kernel_set::avx2, kernel_set::avx2_int8,
                                 kernel_set::avx512_vnni};

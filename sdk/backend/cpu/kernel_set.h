@@ -114,6 +114,8 @@ struct kernels {
   void (*add_scaled_rows)(float* y, const float* x, int64_t stride, const float* a, int64_t count, int64_t n);
   // p[t] = softmax_exp(p[t] - m) for t < n (ops.h: the same float operations in every set).
   void (*exp_shifted)(float* p, int64_t n, float m);
+  // out[i] = swiglu_value(g[i], u[i]) for i < n (ops.h: the same float operations in every set).
+  void (*swiglu)(const float* g, const float* u, float* out, int64_t n);
   // The integer products (dot_q8_scalar's arguments and arithmetic) of the int8 sets: a block
   // of up to 4 weight rows x 4 input rows, each weight block expanded once for all inputs; null
   // in the other sets, whose products keep the reference's bits.
@@ -121,6 +123,8 @@ struct kernels {
                  int64_t nx, int64_t n_in, float* out);
   // Whether dot_q8 reads q8_row::u for 32-element blocks (so a product makes them only then).
   bool dot_q8_reads_biased = false;
+  // quantize_q8_row's arguments and results, bit for bit, in lanes (null: the reference loop).
+  void (*quantize_q8)(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) = nullptr;
 };
 
 const kernels& active_kernels();

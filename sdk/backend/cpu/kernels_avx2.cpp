@@ -330,8 +330,21 @@ SA_AVX2 void exp_shifted_avx2(float* p, int64_t n, float m) {
   for (; t < n; ++t) p[t] = softmax_exp(p[t] - m);
 }
 
+// swiglu_value on 8 lanes: g / (1 + softmax_exp(-g)) * u, the division correctly rounded as the
+// scalar one is.
+SA_AVX2 void swiglu_avx2(const float* g, const float* u, float* out, int64_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 e = softmax_exp8(_mm256_xor_ps(gv, sign));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) out[i] = swiglu_value(g[i], u[i]);
+}
+
 const kernels k_avx2 = {dot_f32_avx2,    dot_rows_avx2,    dot_rows_types_avx2, dot_block_avx2,
-                        add_scaled_avx2, add_scaled_rows_avx2, exp_shifted_avx2, nullptr};
+                        add_scaled_avx2, add_scaled_rows_avx2, exp_shifted_avx2, swiglu_avx2, nullptr};
 
 // F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" in __builtin_cpu_supports.
 // (AVX2 being usable implies the OS saves the AVX state F16C needs.)

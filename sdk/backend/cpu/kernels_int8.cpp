@@ -620,11 +620,52 @@ SA_VNNI void dot_q8_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t 
   }
 }
 
-// avx2's kernels with the integer products added.
+// quantize_q8_row 8 lanes at a time, every step the scalar one's: the largest |x| by maxps with
+// the new value first (NaN lanes lose, as std::max keeps the running value), the scale and its
+// inverse as scalars, (x id + 1.5 2^23) - 1.5 2^23 as a multiply and two adds, the clamp as
+// maxps then minps (NaN becomes -127 as to_level makes it), truncation, and the int32 lanes
+// packed to bytes in order.
+SA_AVX2 void quantize_q8_avx2(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 magic = _mm256_set1_ps(12582912.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < n / block; ++b) {
+    const float* xb = x + b * block;
+    int8_t* qb = q + b * block;
+    __m256 mx = _mm256_setzero_ps();
+    for (int64_t i = 0; i < block; i += 8) mx = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + i), abs_mask), mx);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float amax = _mm_cvtss_f32(m4);
+    d[b] = amax / 127.0f;
+    const float id = amax > 0.0f ? std::min(127.0f / amax, std::numeric_limits<float>::max()) : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    for (int64_t i = 0; i < block; i += 32) {
+      __m256i l[4];
+      for (int j = 0; j < 4; ++j) {
+        __m256 v = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + i + 8 * j), idv), magic), magic);
+        v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+        l[j] = _mm256_cvttps_epi32(v);
+      }
+      const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(l[0], l[1]), _mm256_packs_epi32(l[2], l[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + i), _mm256_permutevar8x32_epi32(w, order));
+    }
+    if (block == 256)
+      for (int k = 0; k < 16; ++k) {
+        int s = 0;
+        for (int i = 0; i < 16; ++i) s += qb[16 * k + i];
+        sums[16 * b + k] = static_cast<int16_t>(s);
+      }
+  }
+}
+
+// avx2's kernels with the integer products (and the lanes' quantizer) added.
 kernels with_dot_q8(const kernels& base, decltype(kernels::dot_q8) dot_q8, bool reads_biased) {
   kernels k = base;
   k.dot_q8 = dot_q8;
   k.dot_q8_reads_biased = reads_biased;
+  k.quantize_q8 = quantize_q8_avx2;
   return k;
 }
 

@@ -57,8 +57,11 @@ inline constexpr float poly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.33345190
 }  // namespace softmax_exp_c
 // p[t] = softmax_exp(p[t] - m) for t < n, the reference loop.
 void exp_shifted(float* p, int64_t n, float m);
-// silu(g) * u, the arithmetic of swiglu_elems.
+// silu(g) * u = g / (1 + softmax_exp(-g)) * u, the arithmetic of swiglu_elems (the exponential
+// every set repeats lane for lane, so every set keeps these bits).
 float swiglu_value(float g, float u);
+// out[i] = swiglu_value(g[i], u[i]) for i < n, the reference loop.
+void swiglu_span(const float* g, const float* u, float* out, int64_t n);
 
 void add_bias_rows(float* y, int64_t rows, int64_t cols, const float* b);
 void rmsnorm_rows(thread_pool& pool, const float* x, int64_t rows, int64_t cols, const float* w,
