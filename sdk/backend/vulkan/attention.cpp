@@ -62,10 +62,14 @@ static_assert(sizeof(split_pc) == 120 && sizeof(mass_pc) == 80 && sizeof(probe_p
 
 constexpr int64_t k_vectors = 8;          // attention.comp's GMAX: query vectors per workgroup
 constexpr int64_t k_max_head_dim = 256;   // attention_split.glsl's MAX_DIM
-constexpr int64_t k_max_splits = 256;
+constexpr int64_t k_max_splits = 256;     // attention_combine.comp: a split per invocation
 constexpr int64_t k_split_keys = 128;      // keys per split at least (a tile)
 constexpr int64_t k_target_groups = 2048;  // workgroups a split launch aims at: a GPU's fill, with
                                            // enough loads in flight to hide memory latency
+constexpr int64_t k_dense_groups = 512;    // dense decode's aim: its keys are contiguous, and a
+                                           // quarter of the splits moved them faster (H200, 32K
+                                           // keys: 141.7 -> 116.6 us; page lists per query head,
+                                           // scattered pages, went the other way: 66.3 -> 86.4)
 constexpr int64_t k_grid = 65535;         // workgroups per grid dimension
 constexpr int64_t k_max_index = int64_t{1} << 32;  // element indices stay 32-bit in the shaders
 constexpr size_t k_slot_o = 2, k_slot_lse = 3;
@@ -144,9 +148,9 @@ void check_aligned(const vulkan_backend& be, const tensor& k, const tensor& v) {
 
 // Splits of the keys per workgroup of `groups`, for key spans up to `bound`: enough
 // workgroups to fill a GPU, at least k_split_keys keys each.
-int64_t split_count(int64_t groups, int64_t bound) {
+int64_t split_count(int64_t groups, int64_t bound, int64_t target = k_target_groups) {
   if (bound <= k_split_keys) return 1;
-  const int64_t want = std::max<int64_t>(1, k_target_groups / std::max<int64_t>(groups, 1));
+  const int64_t want = std::max<int64_t>(1, target / std::max<int64_t>(groups, 1));
   return std::min({want, ceil_div(bound, k_split_keys), k_max_splits});
 }
 
@@ -199,7 +203,7 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
   const int64_t hb = ceil_div(group, chunks);
   const int64_t rb = std::min(n, std::max<int64_t>(1, k_vectors / hb));
   const int64_t groups = int64_t{n_kv_heads} * chunks * ceil_div(n, rb);
-  const int64_t splits = split_count(groups, bound);
+  const int64_t splits = split_count(groups, bound, k_dense_groups);
   const dtype type = kv.k->type;
   split_pc pc = split_base(*this, q, kv, v_capacity, n, n_heads, group, head_dim, scale);
   pc.lens = ints(kv_len);
@@ -210,7 +214,13 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
   check_aligned(*this, *kv.k, *kv.v);
   pc.flags = kv.v_rows ? 1u : 0u;
   // Blocks of at most 4 vectors (a decode row of a group of up to 4 heads) take the variants
-  // bounded at 4: half the registers, more keys in flight.
+  // bounded at 4: half the registers, more keys in flight. (Tried for one decode row and not
+  // kept: a kernel with no barrier in its key loop, each run of 16 lanes streaming its own keys
+  // with its own softmax state, every key's K and V loads issued together, the runs merged by
+  // shuffles and the subgroups through shared memory at the end. Correct on lavapipe and the
+  // NVIDIA driver, but slower at every length beside this kernel with the same combine pass:
+  // H200, 32K keys 141.7 -> 202.7 us, 128K 415.8 -> 621.9; 2, 4 or 8 keys a run in flight and
+  // workgroups of 64 or 128 all within 10 % of each other.)
   const shader s = hb * rb <= 4 ? by_type(type, shader::attention_g4_f32, shader::attention_g4_f16, shader::attention_g4_bf16)
                                 : by_type(type, shader::attention_f32, shader::attention_f16, shader::attention_bf16);
   run_split(*this, s, pc, n, n * n_heads, n_kv_heads, chunks, splits, out, lse);
