@@ -115,16 +115,19 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
     ov[qi] = pb.out + item[qi] * hd;
     n_max = std::max(n_max, len[qi]);
   }
-  const size_t need = static_cast<size_t>(nq * n_max + k_value_tile * hd);
+  const size_t need = static_cast<size_t>(nq * n_max + k_value_tile * hd + nq * hd);
   if (buf.size() < need) buf.resize(need);
   float* const p = buf.data();                 // [nq][n_max]
   float* const tmp = buf.data() + nq * n_max;  // [k_value_tile][hd]
+  float* const qs = tmp + k_value_tile * hd;   // [nq][hd]: the queries packed, so any two are a pair
+  for (int64_t qi = 0; qi < nq; ++qi) std::copy(qv[qi], qv[qi] + hd, qs + qi * hd);
   const int64_t k0 = kvh * pb.k_capacity, v0 = kvh * pb.v_capacity;
   const size_t krb = static_cast<size_t>(row_bytes(pb.k.type, hd)), vrb = static_cast<size_t>(row_bytes(pb.v.type, hd));
   const kernels& kern = active_kernels();  // the reference's bits in every set
 
   // Scores, 4 keys at a time: the keys' rows (in place for f32, converted once otherwise) against
-  // each row's group of queries, two at a time (consecutive heads: consecutive rows of q).
+  // the queries two at a time (a pair may span two rows: a key past one's length gets a score
+  // it never reads).
   int64_t key = 0;
   for (; key + 4 <= n_max; key += 4) {
     const float* kt;
@@ -135,15 +138,13 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
         dequantize_row(pb.k.type, pb.k.base + static_cast<size_t>(k0 + key + j) * krb, tmp + j * hd, hd);
       kt = tmp;
     }
-    for (int64_t qi = 0; qi < nq; qi += G) {
-      if (key >= len[qi]) continue;
-      for (int32_t g = 0; g < G; g += 2) {
-        const int64_t nx = std::min<int32_t>(2, G - g);
-        float s[8];
-        kern.dot_block(kt, 4, qv[qi + g], nx, hd, s);
-        for (int64_t x = 0; x < nx; ++x)
-          for (int64_t j = 0; j < 4; ++j) p[(qi + g + x) * n_max + key + j] = s[x * 4 + j] * pb.scale + 0.0f;
-      }
+    for (int64_t qi = 0; qi < nq; qi += 2) {
+      const int64_t nx = std::min<int64_t>(2, nq - qi);
+      if (key >= len[qi] && (nx == 1 || key >= len[qi + 1])) continue;
+      float s[8];
+      kern.dot_block(kt, 4, qs + qi * hd, nx, hd, s);
+      for (int64_t x = 0; x < nx; ++x)
+        for (int64_t j = 0; j < 4; ++j) p[(qi + x) * n_max + key + j] = s[x * 4 + j] * pb.scale + 0.0f;
     }
   }
   for (; key < n_max; ++key) {
