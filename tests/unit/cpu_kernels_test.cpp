@@ -53,7 +53,7 @@ std::string set_name(const ::testing::TestParamInfo<kernel_set>& p) {
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(sets, cpu_kernels, ::testing::Values(kernel_set::avx2), set_name);
+INSTANTIATE_TEST_SUITE_P(sets, cpu_kernels, ::testing::Values(kernel_set::avx2, kernel_set::neon), set_name);
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -671,6 +671,7 @@ TEST(cpu_kernel_sets, the_reference_is_always_there_and_names_are_stable) {
   EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::avx2), "avx2");
   EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::avx2_int8), "avx2-int8");
   EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::avx512_vnni), "avx512-vnni");
+  EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::neon), "neon");
   const kernel_set was = sa::cpu::active_kernel_set();
   EXPECT_TRUE(sa::cpu::use_kernel_set(kernel_set::reference));
   EXPECT_EQ(sa::cpu::active_kernel_set(), kernel_set::reference);
@@ -680,6 +681,15 @@ TEST(cpu_kernel_sets, the_reference_is_always_there_and_names_are_stable) {
     EXPECT_NE(was, kernel_set::avx2_int8);
     EXPECT_NE(was, kernel_set::avx512_vnni);
   }
+  // NEON is there on every AArch64 CPU (and chosen by default), and on no other.
+#if defined(__aarch64__)
+  EXPECT_TRUE(sa::cpu::kernel_set_supported(kernel_set::neon));
+  if (std::getenv("SA_CPU_KERNELS") == nullptr) {
+    EXPECT_EQ(was, kernel_set::neon);
+  }
+#else
+  EXPECT_FALSE(sa::cpu::kernel_set_supported(kernel_set::neon));
+#endif
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, dot_block, a
                                exp_shifted, swiglu_span, nullptr};
 
 constexpr kernel_set k_all[] = {kernel_set::reference, kernel_set::avx2, kernel_set::avx2_int8,
-                                kernel_set::avx512_vnni};
+                                kernel_set::avx512_vnni, kernel_set::neon};
 
 const kernels* kernels_of(kernel_set s) {
   switch (s) {
@@ -24,6 +24,7 @@ const kernels* kernels_of(kernel_set s) {
     case kernel_set::avx2: return avx2_kernels();
     case kernel_set::avx2_int8: return avx2_int8_kernels();
     case kernel_set::avx512_vnni: return avx512_vnni_kernels();
+    case kernel_set::neon: return neon_kernels();
   }
   return nullptr;
 }
@@ -34,7 +35,8 @@ kernel_set chosen_at_start() {
       if (std::strcmp(env, kernel_set_name(s)) == 0 && kernels_of(s) != nullptr) return s;
   }
   // The int8 sets change results: only a name picks them.
-  return kernels_of(kernel_set::avx2) != nullptr ? kernel_set::avx2 : kernel_set::reference;
+  if (kernels_of(kernel_set::avx2) != nullptr) return kernel_set::avx2;
+  return kernels_of(kernel_set::neon) != nullptr ? kernel_set::neon : kernel_set::reference;
 }
 
 std::atomic<kernel_set>& active() {
@@ -50,6 +52,7 @@ const char* kernel_set_name(kernel_set s) {
     case kernel_set::avx2: return "avx2";
     case kernel_set::avx2_int8: return "avx2-int8";
     case kernel_set::avx512_vnni: return "avx512-vnni";
+    case kernel_set::neon: return "neon";
   }
   return "unknown";
 }

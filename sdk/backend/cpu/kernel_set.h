@@ -28,18 +28,19 @@ enum class kernel_set : int32_t {
   avx2 = 1,         // x86-64 with AVX2 and F16C
   avx2_int8 = 2,    // opt-in: avx2 with integer products on 8-bit inputs (AVX2 multiply-adds)
   avx512_vnni = 3,  // opt-in: the same integer products with AVX-512 VNNI dot products
+  neon = 4,         // AArch64 with Advanced SIMD (every AArch64 CPU)
 };
 
-// "reference", "avx2", "avx2-int8", "avx512-vnni".
+// "reference", "avx2", "avx2-int8", "avx512-vnni", "neon".
 const char* kernel_set_name(kernel_set s);
 
 // Whether this build has the set and this CPU runs it.
 bool kernel_set_supported(kernel_set s);
 
 // The set sessions use: the best supported one of those that keep the reference's bits
-// (reference, avx2), or the one SA_CPU_KERNELS names ("reference", "avx2", "avx2-int8",
-// "avx512-vnni") when it is supported (an unknown or unsupported name is ignored). The int8 sets
-// run only when named.
+// (reference, avx2 on x86-64, neon on AArch64), or the one SA_CPU_KERNELS names ("reference",
+// "avx2", "avx2-int8", "avx512-vnni", "neon") when it is supported (an unknown or unsupported name
+// is ignored). The int8 sets run only when named.
 kernel_set active_kernel_set();
 
 // Switch every CPU session to set s (tests compare sets). Returns false, changing nothing, when
@@ -134,5 +135,6 @@ const kernels& active_kernels();
 const kernels* avx2_kernels();
 const kernels* avx2_int8_kernels();
 const kernels* avx512_vnni_kernels();
+const kernels* neon_kernels();
 
 }  // namespace sa::cpu
