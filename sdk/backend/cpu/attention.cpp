@@ -11,7 +11,6 @@
 
 #include "backend/cpu/kernel_set.h"
 #include "backend/cpu/ops.h"
-#include "quant/quants.h"
 
 namespace sa::cpu {
 
@@ -104,14 +103,12 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
   const int32_t hd = pb.head_dim, G = pb.group;
   const int64_t nq = rows * G;
   int64_t len[k_max_queries];
-  const float* qv[k_max_queries];
   float* ov[k_max_queries];
   int64_t item[k_max_queries];
   int64_t n_max = 0;
   for (int64_t qi = 0; qi < nq; ++qi) {
     len[qi] = pb.kv_len[static_cast<size_t>(i0 + qi / G)];
     item[qi] = (i0 + qi / G) * pb.n_heads + kvh * G + qi % G;
-    qv[qi] = pb.q + item[qi] * hd;
     ov[qi] = pb.out + item[qi] * hd;
     n_max = std::max(n_max, len[qi]);
   }
@@ -120,9 +117,8 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
   float* const p = buf.data();                 // [nq][n_max]
   float* const tmp = buf.data() + nq * n_max;  // [k_value_tile][hd]
   float* const qs = tmp + k_value_tile * hd;   // [nq][hd]: the queries packed, so any two are a pair
-  for (int64_t qi = 0; qi < nq; ++qi) std::copy(qv[qi], qv[qi] + hd, qs + qi * hd);
+  for (int64_t qi = 0; qi < nq; ++qi) std::copy(pb.q + item[qi] * hd, pb.q + (item[qi] + 1) * hd, qs + qi * hd);
   const int64_t k0 = kvh * pb.k_capacity, v0 = kvh * pb.v_capacity;
-  const size_t krb = static_cast<size_t>(row_bytes(pb.k.type, hd)), vrb = static_cast<size_t>(row_bytes(pb.v.type, hd));
   const kernels& kern = active_kernels();  // the reference's bits in every set
 
   // Scores, 4 keys at a time: the keys' rows (in place for f32, converted once otherwise) against
@@ -130,14 +126,11 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
   // it never reads).
   int64_t key = 0;
   for (; key + 4 <= n_max; key += 4) {
-    const float* kt;
-    if (pb.k.type == dtype::f32) {
-      kt = reinterpret_cast<const float*>(pb.k.base + static_cast<size_t>(k0 + key) * krb);
-    } else {
-      for (int j = 0; j < 4; ++j)
-        dequantize_row(pb.k.type, pb.k.base + static_cast<size_t>(k0 + key + j) * krb, tmp + j * hd, hd);
-      kt = tmp;
-    }
+    const float* kt = tmp;
+    if (pb.k.type == dtype::f32)
+      kt = reinterpret_cast<const float*>(pb.k.at(k0 + key));
+    else
+      for (int j = 0; j < 4; ++j) pb.k.to_f32(k0 + key + j, tmp + j * hd);
     for (int64_t qi = 0; qi < nq; qi += 2) {
       const int64_t nx = std::min<int64_t>(2, nq - qi);
       if (key >= len[qi] && (nx == 1 || key >= len[qi + 1])) continue;
@@ -150,7 +143,7 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
   for (; key < n_max; ++key) {
     const float* kr = pb.k.row(k0 + key, tmp);
     for (int64_t qi = 0; qi < nq; ++qi)
-      if (key < len[qi]) p[qi * n_max + key] = kern.dot_f32(qv[qi], kr, hd) * pb.scale + 0.0f;
+      if (key < len[qi]) p[qi * n_max + key] = kern.dot_f32(qs + qi * hd, kr, hd) * pb.scale + 0.0f;
   }
 
   // Each query's softmax as attend_keys takes it: the maximum over its keys in order, the
@@ -171,14 +164,10 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
   for (int64_t t0 = 0; t0 < n_max; t0 += k_value_tile) {
     const int64_t cnt = std::min(k_value_tile, n_max - t0);
     const float* vt = tmp;
-    if (in_place) {
-      vt = reinterpret_cast<const float*>(pb.v.base + static_cast<size_t>(v0 + t0) * vrb);
-    } else {
-      for (int64_t j = 0; j < cnt; ++j) {
-        const int64_t r = v0 + (pb.v_rows ? int64_t{pb.v_rows[t0 + j]} : t0 + j);
-        dequantize_row(pb.v.type, pb.v.base + static_cast<size_t>(r) * vrb, tmp + j * hd, hd);
-      }
-    }
+    if (in_place)
+      vt = reinterpret_cast<const float*>(pb.v.at(v0 + t0));
+    else
+      for (int64_t j = 0; j < cnt; ++j) pb.v.to_f32(v0 + (pb.v_rows ? int64_t{pb.v_rows[t0 + j]} : t0 + j), tmp + j * hd);
     for (int64_t qi = 0; qi < nq; ++qi) {
       const int64_t c = std::min(cnt, len[qi] - t0);
       if (c > 0) kern.add_scaled_rows(ov[qi], vt, hd, p + qi * n_max + t0, c, hd);

@@ -115,10 +115,15 @@ void swiglu_elems(thread_pool& pool, const float* gate, const float* up, float* 
   pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) { k.swiglu(gate + b, up + b, out + b, e - b); });
 }
 
+const uint8_t* kv_rows::at(int64_t r) const {
+  return base + static_cast<size_t>(r) * static_cast<size_t>(row_bytes(type, head_dim));
+}
+
+void kv_rows::to_f32(int64_t r, float* dst) const { dequantize_row(type, at(r), dst, head_dim); }
+
 const float* kv_rows::row(int64_t r, float* tmp) const {
-  const uint8_t* p = base + static_cast<size_t>(r) * static_cast<size_t>(row_bytes(type, head_dim));
-  if (type == dtype::f32) return reinterpret_cast<const float*>(p);
-  dequantize_row(type, p, tmp, head_dim);
+  if (type == dtype::f32) return reinterpret_cast<const float*>(at(r));
+  to_f32(r, tmp);
   return tmp;
 }
 

@@ -39,28 +39,40 @@ int64_t q8_block(dtype weight_type) {
   }
 }
 
+namespace {
+// v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to an integer, ties to even, in two adds the
+// compiler vectorizes (v is at most 127 here; NaN stays NaN and to_level maps it).
+constexpr float k_round_magic = 12582912.0f;
+
+// A block's scale from its largest |x| into *d; returns the factor its levels take (x * it).
+// (Capped: for a block below 127 / FLT_MAX the quotient would be inf, and 0 * inf NaN.)
+inline float q8_block_scale(float amax, float* d) {
+  *d = amax / 127.0f;
+  return amax > 0.0f ? std::min(127.0f / amax, std::numeric_limits<float>::max()) : 0.0f;
+}
+
+// The sums of every 16 levels of a 256-block (what a k-quant's offsets multiply).
+inline void q8_block_sums(const int8_t* qb, int16_t* sums) {
+  for (int k = 0; k < 16; ++k) {
+    int s = 0;
+    for (int i = 0; i < 16; ++i) s += qb[16 * k + i];
+    sums[k] = static_cast<int16_t>(s);
+  }
+}
+}  // namespace
+
 void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) {
   for (int64_t b = 0; b < n / block; ++b) {
     const float* xb = x + b * block;
     int8_t* qb = q + b * block;
     float amax = 0.0f;
     for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    d[b] = amax / 127.0f;
-    // (capped: for a block below 127 / FLT_MAX the quotient would be inf, and 0 * inf NaN)
-    const float id = amax > 0.0f ? std::min(127.0f / amax, std::numeric_limits<float>::max()) : 0.0f;
-    // v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to an integer, ties to even, in two adds
-    // the compiler vectorizes (v is at most 127 here; NaN stays NaN and to_level maps it).
-    constexpr float magic = 12582912.0f;
+    const float id = q8_block_scale(amax, d + b);
     for (int64_t i = 0; i < block; ++i) {
-      const float v = (xb[i] * id + magic) - magic;
+      const float v = (xb[i] * id + k_round_magic) - k_round_magic;
       qb[i] = static_cast<int8_t>(quant_detail::to_level(v, -127.0f, 127.0f));
     }
-    if (block == 256)
-      for (int k = 0; k < 16; ++k) {
-        int s = 0;
-        for (int i = 0; i < 16; ++i) s += qb[16 * k + i];
-        sums[16 * b + k] = static_cast<int16_t>(s);
-      }
+    if (block == 256) q8_block_sums(qb, sums + 16 * b);
   }
 }
 
@@ -629,7 +641,7 @@ SA_VNNI void dot_q8_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t 
 // packed to bytes in order.
 SA_AVX2 void quantize_q8_avx2(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256 magic = _mm256_set1_ps(12582912.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  const __m256 magic = _mm256_set1_ps(k_round_magic), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t b = 0; b < n / block; ++b) {
     const float* xb = x + b * block;
@@ -639,10 +651,7 @@ SA_AVX2 void quantize_q8_avx2(const float* x, int64_t n, int64_t block, int8_t* 
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-    const float amax = _mm_cvtss_f32(m4);
-    d[b] = amax / 127.0f;
-    const float id = amax > 0.0f ? std::min(127.0f / amax, std::numeric_limits<float>::max()) : 0.0f;
-    const __m256 idv = _mm256_set1_ps(id);
+    const __m256 idv = _mm256_set1_ps(q8_block_scale(_mm_cvtss_f32(m4), d + b));
     for (int64_t i = 0; i < block; i += 32) {
       __m256i l[4];
       for (int j = 0; j < 4; ++j) {
@@ -653,12 +662,7 @@ SA_AVX2 void quantize_q8_avx2(const float* x, int64_t n, int64_t block, int8_t* 
       const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(l[0], l[1]), _mm256_packs_epi32(l[2], l[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + i), _mm256_permutevar8x32_epi32(w, order));
     }
-    if (block == 256)
-      for (int k = 0; k < 16; ++k) {
-        int s = 0;
-        for (int i = 0; i < 16; ++i) s += qb[16 * k + i];
-        sums[16 * b + k] = static_cast<int16_t>(s);
-      }
+    if (block == 256) q8_block_sums(qb, sums + 16 * b);
   }
 }
 

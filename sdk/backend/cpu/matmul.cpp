@@ -60,10 +60,11 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   buf.sums.resize(static_cast<size_t>(std::max<int64_t>(n * n_sums, 1)));
   const bool biased = block == 32 && k.dot_q8_reads_biased;
   buf.u.resize(biased ? static_cast<size_t>(n * n_in) : 1);
+  const auto quantize_row = k.quantize_q8 ? k.quantize_q8 : quantize_q8_row;
   auto quantize = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      (k.quantize_q8 ? k.quantize_q8 : quantize_q8_row)(x + i * n_in, n_in, block, buf.q.data() + i * n_in, buf.d.data() + i * n_blocks,
-                      buf.sums.data() + i * n_sums);
+      quantize_row(x + i * n_in, n_in, block, buf.q.data() + i * n_in, buf.d.data() + i * n_blocks,
+                   buf.sums.data() + i * n_sums);
       if (biased) bias_q8_row(buf.q.data() + i * n_in, n_in, buf.u.data() + i * n_in);
     }
   };

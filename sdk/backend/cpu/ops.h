@@ -20,6 +20,10 @@ struct kv_rows {
   dtype type = dtype::f32;
   int32_t head_dim = 0;
   const float* row(int64_t r, float* tmp) const;
+  // Row r's bytes (f32 rows: its floats, read in place).
+  const uint8_t* at(int64_t r) const;
+  // Row r as f32 into dst (head_dim floats): copied, or converted from a narrow cache.
+  void to_f32(int64_t r, float* dst) const;
 };
 
 // Converts n floats to the cache type at dst (f32, f16 or bf16), rounding to nearest even.
