@@ -502,6 +502,11 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, size_t row_size, const q8_row* x, 
 // into both halves of a register, the high half shifted by 4, so one mask takes both nibbles;
 // one permute spreads the two scales. Lanes k and k + 8 (even and odd sub-blocks) are the
 // oracle's lane k; its 8 lanes and 8 min lanes then share one 16-lane float step.
+// Measured and not kept (1B Q4_K prefill, one thread, best of 5 at 128 tokens, alternated with
+// this kernel on the 2-core VM): two chains of products per input (chunks 0, 2 and 1, 3) 50.0 /
+// 51.8 against 51.4 / 53.2 tokens/s; 8 inputs a call, each block's expansion and scales shared
+// by twice as many, 48.9 / 48.8 against 48.2 / 50.9: neither the chains' latency nor the
+// expansion's share per input sets the pace here.
 template <int NX>
 SA_VNNI void dot_q4_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
   const __m512i low4 = _mm512_set1_epi8(0xF);
