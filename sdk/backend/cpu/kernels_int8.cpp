@@ -506,7 +506,12 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, size_t row_size, const q8_row* x, 
 // this kernel on the 2-core VM): two chains of products per input (chunks 0, 2 and 1, 3) 50.0 /
 // 51.8 against 51.4 / 53.2 tokens/s; 8 inputs a call, each block's expansion and scales shared
 // by twice as many, 48.9 / 48.8 against 48.2 / 50.9: neither the chains' latency nor the
-// expansion's share per input sets the pace here.
+// expansion's share per input sets the pace here. The float step does: with it removed (the
+// integer lanes summed across blocks instead, wrong results, for the measurement only) the same
+// runs gave 71.6 / 70.0 against 52.6 / 51.9 — llama.cpp's speed on this model. Its 16-lane step
+// per input and block (fold, min lanes, insert, scale product, convert, fma) is a quarter of
+// the time; where this kernel must go next is fewer float lanes per output (one step for
+// several inputs' blocks at once), which changes the oracle's lanes.
 template <int NX>
 SA_VNNI void dot_q4_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
   const __m512i low4 = _mm512_set1_epi8(0xF);
