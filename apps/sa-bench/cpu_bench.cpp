@@ -132,7 +132,7 @@ int cpu_bench(const std::string& model_path, const std::vector<int>& thread_coun
   for (const std::string& name : kernels)
     if (std::none_of(std::begin(all), std::end(all),
                      [&](sa::cpu::kernel_set s) { return name == sa::cpu::kernel_set_name(s); })) {
-      std::fprintf(stderr, "sa-bench cpu: no kernel set '%s' (reference, avx2, avx2-int8, avx512-vnni, neon)\n", name.c_str());
+      std::fprintf(stderr, "sa-bench cpu: no kernel set '%s' (reference, avx2, avx2-int8, avx512-vnni, neon, neon-dotprod)\n", name.c_str());
       return 2;
     }
   sa_model* m = nullptr;

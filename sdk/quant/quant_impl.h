@@ -53,6 +53,20 @@ inline void unpack_q4_k_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// A Q4_K block's header (144-byte blocks: d and dmin as f16, then the packed scales): the two
+// scales through the f16 table, and the 8 sub-block scales and mins.
+struct q4_k_header {
+  float d, dmin;
+  uint8_t sc[8], m[8];
+};
+inline q4_k_header read_q4_k_header(const uint8_t* blk, const float* table) {
+  q4_k_header h;
+  h.d = table[load_u16(blk)];
+  h.dmin = table[load_u16(blk + 2)];
+  unpack_q4_k_scales(blk + 4, h.sc, h.m);
+  return h;
+}
+
 // acc[j] += a[i + j] * b[i + j] over i = 0, k_lanes, ...; n is a multiple of k_lanes.
 // (__restrict, here and on the block expanders' outputs: without it the compiler must assume
 // a float store may overwrite the inputs, and at -O2 it then does not vectorize at all.)

@@ -334,7 +334,8 @@ TEST_P(cpu_kernels, greedy_decodes_of_the_shipped_models_are_the_references_bits
 
 class cpu_int8_kernels : public cpu_kernels {};
 
-INSTANTIATE_TEST_SUITE_P(sets, cpu_int8_kernels, ::testing::Values(kernel_set::avx2_int8, kernel_set::avx512_vnni),
+INSTANTIATE_TEST_SUITE_P(sets, cpu_int8_kernels,
+                         ::testing::Values(kernel_set::avx2_int8, kernel_set::avx512_vnni, kernel_set::neon_dotprod),
                          set_name);
 
 constexpr dtype k_int8_types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k};
@@ -672,6 +673,7 @@ TEST(cpu_kernel_sets, the_reference_is_always_there_and_names_are_stable) {
   EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::avx2_int8), "avx2-int8");
   EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::avx512_vnni), "avx512-vnni");
   EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::neon), "neon");
+  EXPECT_STREQ(sa::cpu::kernel_set_name(kernel_set::neon_dotprod), "neon-dotprod");
   const kernel_set was = sa::cpu::active_kernel_set();
   EXPECT_TRUE(sa::cpu::use_kernel_set(kernel_set::reference));
   EXPECT_EQ(sa::cpu::active_kernel_set(), kernel_set::reference);
@@ -680,6 +682,7 @@ TEST(cpu_kernel_sets, the_reference_is_always_there_and_names_are_stable) {
   if (std::getenv("SA_CPU_KERNELS") == nullptr) {
     EXPECT_NE(was, kernel_set::avx2_int8);
     EXPECT_NE(was, kernel_set::avx512_vnni);
+    EXPECT_NE(was, kernel_set::neon_dotprod);
   }
   // NEON is there on every AArch64 CPU (and chosen by default), and on no other.
 #if defined(__aarch64__)
@@ -689,6 +692,7 @@ TEST(cpu_kernel_sets, the_reference_is_always_there_and_names_are_stable) {
   }
 #else
   EXPECT_FALSE(sa::cpu::kernel_set_supported(kernel_set::neon));
+  EXPECT_FALSE(sa::cpu::kernel_set_supported(kernel_set::neon_dotprod));
 #endif
 }
 

@@ -16,7 +16,7 @@ const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, dot_block, a
                                exp_shifted, swiglu_span, nullptr};
 
 constexpr kernel_set k_all[] = {kernel_set::reference, kernel_set::avx2, kernel_set::avx2_int8,
-                                kernel_set::avx512_vnni, kernel_set::neon};
+                                kernel_set::avx512_vnni, kernel_set::neon, kernel_set::neon_dotprod};
 
 const kernels* kernels_of(kernel_set s) {
   switch (s) {
@@ -25,6 +25,7 @@ const kernels* kernels_of(kernel_set s) {
     case kernel_set::avx2_int8: return avx2_int8_kernels();
     case kernel_set::avx512_vnni: return avx512_vnni_kernels();
     case kernel_set::neon: return neon_kernels();
+    case kernel_set::neon_dotprod: return neon_dotprod_kernels();
   }
   return nullptr;
 }
@@ -53,6 +54,7 @@ const char* kernel_set_name(kernel_set s) {
     case kernel_set::avx2_int8: return "avx2-int8";
     case kernel_set::avx512_vnni: return "avx512-vnni";
     case kernel_set::neon: return "neon";
+    case kernel_set::neon_dotprod: return "neon-dotprod";
   }
   return "unknown";
 }

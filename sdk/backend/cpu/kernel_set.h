@@ -7,8 +7,9 @@
 // are summed in the reference's order; so which set runs changes a result's speed, never the
 // result. (tests/unit/cpu_kernels_test.cpp checks each compiled set against the reference.)
 //
-// The exception is opt-in: the int8 sets (avx2-int8, avx512-vnni) are never chosen on their own.
-// They are avx2 (and FMA) plus integer products for Q8_0, Q4_0, Q4_K and Q6_K weights: each input row of a
+// The exception is opt-in: the int8 sets (avx2-int8, avx512-vnni; neon-dotprod on AArch64) are
+// never chosen on their own. They are avx2 (and FMA), or neon, plus integer products for Q8_0,
+// Q4_0, Q4_K and Q6_K weights: each input row of a
 // product is quantized once to 8-bit levels (quantize_q8_row), and the weights' own integer
 // levels are multiplied into it with integer dot products, scaled to float once per block. That
 // changes results (the input's quantization error, about 1/254 of a block's largest magnitude
@@ -29,9 +30,10 @@ enum class kernel_set : int32_t {
   avx2_int8 = 2,    // opt-in: avx2 with integer products on 8-bit inputs (AVX2 multiply-adds)
   avx512_vnni = 3,  // opt-in: the same integer products with AVX-512 VNNI dot products
   neon = 4,         // AArch64 with Advanced SIMD (every AArch64 CPU)
+  neon_dotprod = 5, // opt-in: neon with integer products on 8-bit inputs (SDOT)
 };
 
-// "reference", "avx2", "avx2-int8", "avx512-vnni", "neon".
+// "reference", "avx2", "avx2-int8", "avx512-vnni", "neon", "neon-dotprod".
 const char* kernel_set_name(kernel_set s);
 
 // Whether this build has the set and this CPU runs it.
@@ -39,7 +41,7 @@ bool kernel_set_supported(kernel_set s);
 
 // The set sessions use: the best supported one of those that keep the reference's bits
 // (reference, avx2 on x86-64, neon on AArch64), or the one SA_CPU_KERNELS names ("reference",
-// "avx2", "avx2-int8", "avx512-vnni", "neon") when it is supported (an unknown or unsupported name
+// "avx2", "avx2-int8", "avx512-vnni", "neon", "neon-dotprod") when it is supported (an unknown or unsupported name
 // is ignored). The int8 sets run only when named.
 kernel_set active_kernel_set();
 
@@ -61,6 +63,16 @@ struct q8_row {
   // makes do with q.
   const uint8_t* u = nullptr;
 };
+
+// quantize_q8_row's pieces, for the sets' lane versions. v + 1.5 * 2^23 - 1.5 * 2^23 rounds
+// |v| <= 2^22 to an integer, ties to even, in two adds (NaN stays NaN; the level's clamp maps
+// it to -127). q8_block_scale: a block's scale from its largest |x| into *d = amax / 127, and
+// the factor its levels take (x times it): 127 / amax, capped at the largest float (for a block
+// below 127 / FLT_MAX the quotient would be inf, and 0 * inf NaN), 0 for amax 0.
+// q8_block_sums: the sums of every 16 levels of a 256-block (what a k-quant's offsets multiply).
+constexpr float k_q8_round_magic = 12582912.0f;
+float q8_block_scale(float amax, float* d);
+void q8_block_sums(const int8_t* qb, int16_t* sums);
 
 // u[i] = q[i] + 128 (q8_row::u) for i < n.
 void bias_q8_row(const int8_t* q, int64_t n, uint8_t* u);
@@ -136,5 +148,6 @@ const kernels* avx2_kernels();
 const kernels* avx2_int8_kernels();
 const kernels* avx512_vnni_kernels();
 const kernels* neon_kernels();
+const kernels* neon_dotprod_kernels();
 
 }  // namespace sa::cpu

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/int8_rows.h"
 #include "backend/cpu/kernel_set.h"
 #include "quant/quant_impl.h"
 
@@ -39,27 +40,18 @@ int64_t q8_block(dtype weight_type) {
   }
 }
 
-namespace {
-// v + 1.5 * 2^23 - 1.5 * 2^23 rounds |v| <= 2^22 to an integer, ties to even, in two adds the
-// compiler vectorizes (v is at most 127 here; NaN stays NaN and to_level maps it).
-constexpr float k_round_magic = 12582912.0f;
-
-// A block's scale from its largest |x| into *d; returns the factor its levels take (x * it).
-// (Capped: for a block below 127 / FLT_MAX the quotient would be inf, and 0 * inf NaN.)
-inline float q8_block_scale(float amax, float* d) {
+float q8_block_scale(float amax, float* d) {
   *d = amax / 127.0f;
   return amax > 0.0f ? std::min(127.0f / amax, std::numeric_limits<float>::max()) : 0.0f;
 }
 
-// The sums of every 16 levels of a 256-block (what a k-quant's offsets multiply).
-inline void q8_block_sums(const int8_t* qb, int16_t* sums) {
+void q8_block_sums(const int8_t* qb, int16_t* sums) {
   for (int k = 0; k < 16; ++k) {
     int s = 0;
     for (int i = 0; i < 16; ++i) s += qb[16 * k + i];
     sums[k] = static_cast<int16_t>(s);
   }
 }
-}  // namespace
 
 void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) {
   for (int64_t b = 0; b < n / block; ++b) {
@@ -69,7 +61,7 @@ void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float*
     for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(xb[i]));
     const float id = q8_block_scale(amax, d + b);
     for (int64_t i = 0; i < block; ++i) {
-      const float v = (xb[i] * id + k_round_magic) - k_round_magic;
+      const float v = (xb[i] * id + k_q8_round_magic) - k_q8_round_magic;
       qb[i] = static_cast<int8_t>(quant_detail::to_level(v, -127.0f, 127.0f));
     }
     if (block == 256) q8_block_sums(qb, sums + 16 * b);
@@ -126,10 +118,10 @@ float dot_q4_k_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const flo
   float acc[8] = {}, accm[8] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 144;
-    const float d = table[quant_detail::load_u16(blk)];
-    const float dmin = table[quant_detail::load_u16(blk + 2)];
-    uint8_t sc[8], m[8];
-    quant_detail::unpack_q4_k_scales(blk + 4, sc, m);
+    const quant_detail::q4_k_header hd = quant_detail::read_q4_k_header(blk, table);
+    const float d = hd.d, dmin = hd.dmin;
+    const uint8_t* sc = hd.sc;
+    const uint8_t* m = hd.m;
     const int8_t* q = x.q + 256 * b;
     const int16_t* sums = x.sums + 16 * b;
     int32_t t[8] = {}, v[8];
@@ -404,35 +396,25 @@ SA_AVX2 void dot_q6_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, cons
   for (int i = 0; i < NX; ++i) out[i] = acc[i];
 }
 
-template <int NX>
-SA_AVX2 void rows_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
-                       int64_t n_in, float* out) {
-  const float* table = quant_detail::fp16_table();
-  float o[NX];
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = w + static_cast<size_t>(r) * row_size;
-    switch (type) {
-      case dtype::q8_0: dot_q32_avx2<q8_0_levels, NX>(row, x, n_in / 32, table, o); break;
-      case dtype::q4_0: dot_q32_avx2<q4_0_levels, NX>(row, x, n_in / 32, table, o); break;
-      case dtype::q4_k: dot_q4_k_avx2<NX>(row, x, n_in / 256, table, o); break;
-      case dtype::q6_k: dot_q6_k_avx2<NX>(row, x, n_in / 256, table, o); break;
-      default:
-        for (float& v : o) v = 0.0f;
-        break;
-    }
-    for (int i = 0; i < NX; ++i) out[i * 4 + r] = o[i];
+// The AVX2 kernels by weight type, for int8_dot.
+struct avx2_int8_by_type {
+  template <int NX>
+  SA_AVX2 static void q8_0(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+    dot_q32_avx2<q8_0_levels, NX>(row, x, nb, table, out);
   }
-}
-
-SA_AVX2 void dot_q8_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
-                         int64_t nx, int64_t n_in, float* out) {
-  switch (nx) {
-    case 1: return rows_avx2<1>(type, w, row_size, rows, x, n_in, out);
-    case 2: return rows_avx2<2>(type, w, row_size, rows, x, n_in, out);
-    case 3: return rows_avx2<3>(type, w, row_size, rows, x, n_in, out);
-    default: return rows_avx2<4>(type, w, row_size, rows, x, n_in, out);
+  template <int NX>
+  SA_AVX2 static void q4_0(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+    dot_q32_avx2<q4_0_levels, NX>(row, x, nb, table, out);
   }
-}
+  template <int NX>
+  SA_AVX2 static void q4_k(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+    dot_q4_k_avx2<NX>(row, x, nb, table, out);
+  }
+  template <int NX>
+  SA_AVX2 static void q6_k(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+    dot_q6_k_avx2<NX>(row, x, nb, table, out);
+  }
+};
 
 // ---- AVX-512 VNNI ----------------------------------------------------------------------------
 
@@ -651,7 +633,7 @@ SA_VNNI void dot_q8_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t 
 // packed to bytes in order.
 SA_AVX2 void quantize_q8_avx2(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256 magic = _mm256_set1_ps(k_round_magic), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  const __m256 magic = _mm256_set1_ps(k_q8_round_magic), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t b = 0; b < n / block; ++b) {
     const float* xb = x + b * block;
@@ -692,7 +674,7 @@ const kernels* avx2_int8_kernels() {
     const kernels* base = avx2_kernels();
     __builtin_cpu_init();
     const bool fma = base != nullptr && __builtin_cpu_supports("fma");
-    static const kernels set = fma ? with_dot_q8(*base, dot_q8_avx2, false) : kernels{};
+    static const kernels set = fma ? with_dot_q8(*base, int8_dot<avx2_int8_by_type>, false) : kernels{};
     return fma ? &set : nullptr;
   }();
   return k;

@@ -7,7 +7,8 @@
 // the lanes summed in the reference's order; the exponential and the gated activation repeat
 // softmax_exp's operations lane for lane (round to nearest even by vrndnq, a correctly rounded
 // division). Weight rows are dequantized by the reference's own code and multiplied through
-// dot_block (the set has no fused dot_rows yet, nor integer products).
+// dot_block (the set has no fused dot_rows yet; its integer products are the opt-in
+// neon-dotprod set, kernels_neon_int8.cpp).
 #include "backend/cpu/kernel_set.h"
 
 #if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
