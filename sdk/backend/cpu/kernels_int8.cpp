@@ -492,8 +492,9 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, size_t row_size, const q8_row* x, 
 // integer lanes summed across blocks instead, wrong results, for the measurement only) the same
 // runs gave 71.6 / 70.0 against 52.6 / 51.9 — llama.cpp's speed on this model. Its 16-lane step
 // per input and block (fold, min lanes, insert, scale product, convert, fma) is a quarter of
-// the time; where this kernel must go next is fewer float lanes per output (one step for
-// several inputs' blocks at once), which changes the oracle's lanes.
+// the time (the same step as two 256-bit halves, no insert, 50.7 / 53.1 / 52.5 against 52.6 /
+// 50.6 / 54.1: within noise); where this kernel must go next is fewer float lanes per output
+// (one step for several inputs' blocks at once), which changes the oracle's lanes.
 template <int NX>
 SA_VNNI void dot_q4_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
   const __m512i low4 = _mm512_set1_epi8(0xF);
