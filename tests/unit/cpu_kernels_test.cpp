@@ -190,6 +190,42 @@ TEST_P(cpu_kernels, matrix_products_of_every_type_equal_the_reference_bitwise) {
   }
 }
 
+// A set's fused decode product (dot_rows: weight rows expanded in registers) equals the
+// reference's two steps, the row dequantized then dot_f32 with the input, bit for bit — called
+// directly, without the thread pool (so it also runs under an emulator), 1 to 4 rows at a time,
+// rows starting at odd bytes.
+TEST_P(cpu_kernels, fused_decode_rows_equal_the_reference_dequantize_then_dot_bitwise) {
+  const sa::cpu::kernels* k = nullptr;
+  with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
+  if (!k->dot_rows) GTEST_SKIP() << "no fused decode product in this set";
+  const sa::cpu::kernels& ref = [] {
+    const sa::cpu::kernels* r = nullptr;
+    with_set(kernel_set::reference, [&] { r = &sa::cpu::active_kernels(); });
+    return *r;
+  }();
+  const dtype types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k};
+  for (dtype type : types) {
+    ASSERT_TRUE(k->dot_rows_types(type)) << sa::traits(type).name;
+    const int64_t block = sa::traits(type).block_elems;
+    std::vector<int64_t> lengths = {block == 1 ? 64 : 256, 768};
+    if (block == 1) lengths.insert(lengths.end(), {13, 100});
+    for (int64_t n_in : lengths) {
+      const size_t row = static_cast<size_t>(sa::row_bytes(type, n_in)), at = weight_offset(type);
+      const std::vector<uint8_t> w = misaligned_weights(type, n_in, 4);
+      const std::vector<float> x = sa_test::random_normal(static_cast<size_t>(n_in), 5);
+      for (int64_t rows = 1; rows <= 4; ++rows) {
+        std::vector<float> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows), NAN), deq(static_cast<size_t>(n_in));
+        for (int64_t r = 0; r < rows; ++r) {
+          sa::dequantize_row(type, w.data() + at + static_cast<size_t>(r) * row, deq.data(), n_in);
+          want[static_cast<size_t>(r)] = ref.dot_f32(deq.data(), x.data(), n_in);
+        }
+        k->dot_rows(type, w.data() + at, row, rows, x.data(), n_in, got.data());
+        EXPECT_TRUE(same_bits(want, got)) << sa::traits(type).name << " n_in " << n_in << ", " << rows << " rows";
+      }
+    }
+  }
+}
+
 TEST_P(cpu_kernels, attention_equals_the_reference_bitwise) {
   sa::cpu::thread_pool pool(2);
   sa::cpu::scratch_t scratch(2);

@@ -6,23 +6,25 @@
 // multiplies and adds (the build turns off contraction, so no fused multiply-add forms), and
 // the lanes summed in the reference's order; the exponential and the gated activation repeat
 // softmax_exp's operations lane for lane (round to nearest even by vrndnq, a correctly rounded
-// division). Weight rows are dequantized by the reference's own code and multiplied through
-// dot_block (the set has no fused dot_rows yet; its integer products are the opt-in
-// neon-dotprod set, kernels_neon_int8.cpp).
+// division). dot_rows expands a decode product's weights in registers as the avx2 set does
+// (kernels_avx2.cpp), 8 at a time in two registers, with the reference's arithmetic; prefill
+// products dequantize rows by the reference's own code and multiply through dot_block. The
+// set's integer products are the opt-in neon-dotprod set (kernels_neon_int8.cpp).
 #include "backend/cpu/kernel_set.h"
 
 #if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
 #include <arm_neon.h>
 
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/ops.h"
+#include "quant/quant_impl.h"
+#include "quant/quants.h"
 
 namespace sa::cpu {
 
 namespace {
-
-bool dot_rows_types_none_neon(dtype) { return false; }
 
 // The reference's order over lanes lo = 0..3, hi = 4..7: ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)).
 inline float reduce8(float32x4_t lo, float32x4_t hi) {
@@ -74,6 +76,211 @@ void dot_block_full(const float* w, const float* x, int64_t n, float* out) {
     for (int r = 0; r < 4; ++r)
       out[i * 4 + r] = k < n ? finish(lo[i][r], hi[i][r], w + r * n + k, x + i * n + k, n - k)
                              : reduce8(lo[i][r], hi[i][r]);
+}
+
+// ---- dot_rows: a decode product's weight rows expanded in registers (kernels_avx2.cpp's scheme)
+// Eight weights of a row as floats in lanes 0..3 (lo) and 4..7 (hi), by type, with the
+// reference's arithmetic; `at` is the element index (a multiple of 8). Rows may start at any
+// byte, so 16-bit weights are loaded as bytes.
+struct f32_row {
+  static void load(const uint8_t* row, int64_t at, float32x4_t& lo, float32x4_t& hi) {
+    lo = vreinterpretq_f32_u8(vld1q_u8(row + at * 4));
+    hi = vreinterpretq_f32_u8(vld1q_u8(row + at * 4 + 16));
+  }
+  static float one(const uint8_t* row, int64_t at) {
+    float v;
+    std::memcpy(&v, row + at * 4, 4);
+    return v;
+  }
+};
+struct f16_row {
+  static void load(const uint8_t* row, int64_t at, float32x4_t& lo, float32x4_t& hi) {
+    const uint8x16_t b = vld1q_u8(row + at * 2);
+    lo = vcvt_f32_f16(vreinterpret_f16_u8(vget_low_u8(b)));  // exact, as fp16_to_f32
+    hi = vcvt_f32_f16(vreinterpret_f16_u8(vget_high_u8(b)));
+  }
+  static float one(const uint8_t* row, int64_t at) {
+    uint16_t h;
+    std::memcpy(&h, row + at * 2, 2);
+    return fp16_to_f32(h);
+  }
+};
+struct bf16_row {
+  static void load(const uint8_t* row, int64_t at, float32x4_t& lo, float32x4_t& hi) {
+    const uint16x8_t h = vreinterpretq_u16_u8(vld1q_u8(row + at * 2));
+    lo = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));
+    hi = vreinterpretq_f32_u32(vshll_n_u16(vget_high_u16(h), 16));
+  }
+  static float one(const uint8_t* row, int64_t at) {
+    uint16_t h;
+    std::memcpy(&h, row + at * 2, 2);
+    return bf16_to_f32(h);
+  }
+};
+
+// Plain float rows, up to 4 at once; a tail (n_in % 8) is added as the reference's loop does.
+template <class ROW>
+void dot_rows_plain(const uint8_t* w, size_t row_size, int64_t rows, const float* x, int64_t n_in, float* out) {
+  float32x4_t lo[4], hi[4];
+  for (int r = 0; r < 4; ++r) lo[r] = hi[r] = vdupq_n_f32(0.0f);
+  int64_t k = 0;
+  for (; k + 8 <= n_in; k += 8) {
+    const float32x4_t xl = vld1q_f32(x + k), xh = vld1q_f32(x + k + 4);
+    for (int64_t r = 0; r < rows; ++r) {
+      float32x4_t wl, wh;
+      ROW::load(w + r * row_size, k, wl, wh);
+      lo[r] = vaddq_f32(lo[r], vmulq_f32(wl, xl));
+      hi[r] = vaddq_f32(hi[r], vmulq_f32(wh, xh));
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (k == n_in) {
+      out[r] = reduce8(lo[r], hi[r]);
+      continue;
+    }
+    float tail[8];  // the row's last n_in - k weights as floats
+    for (int64_t j = 0; j < n_in - k; ++j) tail[j] = ROW::one(w + r * row_size, k + j);
+    out[r] = finish(lo[r], hi[r], tail, x + k, n_in - k);
+  }
+}
+
+// 8 bytes as 8 int32 (signed or unsigned) in lo, hi.
+inline void widen_s8(int8x8_t v, int32x4_t& lo, int32x4_t& hi) {
+  const int16x8_t h = vmovl_s8(v);
+  lo = vmovl_s16(vget_low_s16(h));
+  hi = vmovl_s16(vget_high_s16(h));
+}
+inline void widen_u8(uint8x8_t v, int32x4_t& lo, int32x4_t& hi) {
+  const uint16x8_t h = vmovl_u8(v);
+  lo = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(h)));
+  hi = vreinterpretq_s32_u32(vmovl_u16(vget_high_u16(h)));
+}
+
+// Block types for dot_rows_blocks: `elems` weights in `bytes` bytes; prepare() reads a block's
+// factors with the reference's arithmetic, group(block, g, lo, hi) expands weights 8g .. 8g + 7.
+struct scaled_block {
+  float32x4_t d;
+  void prepare(const uint8_t* block, const float* table) { d = vdupq_n_f32(table[quant_detail::load_u16(block)]); }
+};
+// Q8_0 (34 bytes: f16 d, 32 x int8): weight = d * q.
+struct q8_0_block : scaled_block {
+  static constexpr int elems = 32, bytes = 34;
+  void group(const uint8_t* block, int g, float32x4_t& lo, float32x4_t& hi) const {
+    int32x4_t a, b;
+    widen_s8(vld1_s8(reinterpret_cast<const int8_t*>(block + 2 + 8 * g)), a, b);
+    lo = vmulq_f32(d, vcvtq_f32_s32(a));
+    hi = vmulq_f32(d, vcvtq_f32_s32(b));
+  }
+};
+// Q4_0 (18 bytes: f16 d, 16 bytes of nibbles; byte j: low -> element j, high -> j + 16):
+// weight = d * (nibble - 8).
+struct q4_0_block : scaled_block {
+  static constexpr int elems = 32, bytes = 18;
+  void group(const uint8_t* block, int g, float32x4_t& lo, float32x4_t& hi) const {
+    const uint8x8_t b = vld1_u8(block + 2 + 8 * (g & 1));
+    int32x4_t a, c;
+    widen_u8(g < 2 ? vand_u8(b, vdup_n_u8(0xF)) : vshr_n_u8(b, 4), a, c);
+    lo = vmulq_f32(d, vcvtq_f32_s32(vsubq_s32(a, vdupq_n_s32(8))));
+    hi = vmulq_f32(d, vcvtq_f32_s32(vsubq_s32(c, vdupq_n_s32(8))));
+  }
+};
+// Q4_K (144 bytes): chunk c = g / 8 holds 64 elements from qs[32c .. 32c + 32): the low nibbles
+// (sub-block 2c) then the high ones (2c + 1); weight = a[sub] * nibble - b[sub], a = d * scale,
+// b = dmin * min.
+struct q4_k_block {
+  static constexpr int elems = 256, bytes = 144;
+  float a[8], b[8];
+  void prepare(const uint8_t* block, const float* table) {
+    const quant_detail::q4_k_header h = quant_detail::read_q4_k_header(block, table);
+    for (int j = 0; j < 8; ++j) {
+      a[j] = h.d * static_cast<float>(h.sc[j]);
+      b[j] = h.dmin * static_cast<float>(h.m[j]);
+    }
+  }
+  void group(const uint8_t* block, int g, float32x4_t& lo, float32x4_t& hi) const {
+    const int c = g / 8, high = (g / 4) & 1, part = g & 3, sub = 2 * c + high;
+    const uint8x8_t v = vld1_u8(block + 16 + 32 * c + 8 * part);
+    int32x4_t p, q;
+    widen_u8(high ? vshr_n_u8(v, 4) : vand_u8(v, vdup_n_u8(0xF)), p, q);
+    const float32x4_t av = vdupq_n_f32(a[sub]), bv = vdupq_n_f32(b[sub]);
+    lo = vsubq_f32(vmulq_f32(av, vcvtq_f32_s32(p)), bv);
+    hi = vsubq_f32(vmulq_f32(av, vcvtq_f32_s32(q)), bv);
+  }
+};
+// Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], f16 d): group g is half h = g / 16,
+// quarter sub = (g / 4) % 4, l = 8 (g % 4); q = (ql nibble) | (2 bits of qh[l..]) << 4 and
+// weight = d * scale[8h + l / 16 + 2 sub] * (q - 32).
+struct q6_k_block {
+  static constexpr int elems = 256, bytes = 210;
+  float a[16];
+  void prepare(const uint8_t* block, const float* table) {
+    const float d = table[quant_detail::load_u16(block + 208)];
+    const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
+    for (int k = 0; k < 16; ++k) a[k] = d * static_cast<float>(scales[k]);
+  }
+  void group(const uint8_t* block, int g, float32x4_t& lo, float32x4_t& hi) const {
+    const int h = g / 16, sub = (g / 4) & 3, l = 8 * (g & 3);
+    const uint8x8_t ql = vld1_u8(block + 64 * h + l + 32 * (sub & 1));
+    const uint8x8_t qh = vld1_u8(block + 128 + 32 * h + l);
+    const uint8x8_t low = sub < 2 ? vand_u8(ql, vdup_n_u8(0xF)) : vshr_n_u8(ql, 4);
+    const uint8x8_t top = vshl_n_u8(vand_u8(vshl_u8(qh, vdup_n_s8(static_cast<int8_t>(-2 * sub))), vdup_n_u8(3)), 4);
+    int32x4_t p, q;
+    widen_u8(vorr_u8(low, top), p, q);
+    const float32x4_t av = vdupq_n_f32(a[8 * h + l / 16 + 2 * sub]);
+    lo = vmulq_f32(av, vcvtq_f32_s32(vsubq_s32(p, vdupq_n_s32(32))));
+    hi = vmulq_f32(av, vcvtq_f32_s32(vsubq_s32(q, vdupq_n_s32(32))));
+  }
+};
+
+// Up to 4 weight rows of BLOCK blocks: per block each row's factors, then each group of 8 inputs
+// loaded once for all rows.
+template <class BLOCK>
+void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, const float* x, int64_t n_in, float* out) {
+  const float* table = quant_detail::fp16_table();  // the reference's scale decode, bit for bit
+  float32x4_t lo[4], hi[4];
+  for (int r = 0; r < 4; ++r) lo[r] = hi[r] = vdupq_n_f32(0.0f);
+  BLOCK blk[4];
+  for (int64_t b = 0; b < n_in / BLOCK::elems; ++b) {
+    const uint8_t* at = w + b * BLOCK::bytes;
+    for (int64_t r = 0; r < rows; ++r) blk[r].prepare(at + r * row_size, table);
+    for (int g = 0; g < BLOCK::elems / 8; ++g) {
+      const float32x4_t xl = vld1q_f32(x + BLOCK::elems * b + 8 * g), xh = vld1q_f32(x + BLOCK::elems * b + 8 * g + 4);
+      for (int64_t r = 0; r < rows; ++r) {
+        float32x4_t wl, wh;
+        blk[r].group(at + r * row_size, g, wl, wh);
+        lo[r] = vaddq_f32(lo[r], vmulq_f32(wl, xl));
+        hi[r] = vaddq_f32(hi[r], vmulq_f32(wh, xh));
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(lo[r], hi[r]);
+}
+
+bool dot_rows_types_neon(dtype type) {
+  switch (type) {
+    case dtype::f32:
+    case dtype::f16:
+    case dtype::bf16:
+    case dtype::q8_0:
+    case dtype::q4_0:
+    case dtype::q4_k:
+    case dtype::q6_k: return true;
+    default: return false;
+  }
+}
+
+void dot_rows_neon(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const float* x, int64_t n_in,
+                   float* out) {
+  switch (type) {
+    case dtype::f32: return dot_rows_plain<f32_row>(w, row_size, rows, x, n_in, out);
+    case dtype::f16: return dot_rows_plain<f16_row>(w, row_size, rows, x, n_in, out);
+    case dtype::bf16: return dot_rows_plain<bf16_row>(w, row_size, rows, x, n_in, out);
+    case dtype::q8_0: return dot_rows_blocks<q8_0_block>(w, row_size, rows, x, n_in, out);
+    case dtype::q4_0: return dot_rows_blocks<q4_0_block>(w, row_size, rows, x, n_in, out);
+    case dtype::q4_k: return dot_rows_blocks<q4_k_block>(w, row_size, rows, x, n_in, out);
+    case dtype::q6_k: return dot_rows_blocks<q6_k_block>(w, row_size, rows, x, n_in, out);
+    default: return;  // dot_rows_types said no
+  }
 }
 
 void dot_block_neon(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out) {
@@ -155,8 +362,8 @@ void swiglu_neon(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = swiglu_value(g[i], u[i]);
 }
 
-const kernels k_neon = {dot_f32_neon,     nullptr,         dot_rows_types_none_neon, dot_block_neon, add_scaled_neon,
-                        add_scaled_rows_neon, exp_shifted_neon, swiglu_neon,              nullptr};
+const kernels k_neon = {dot_f32_neon,         dot_rows_neon,    dot_rows_types_neon, dot_block_neon, add_scaled_neon,
+                        add_scaled_rows_neon, exp_shifted_neon, swiglu_neon,         nullptr};
 
 }  // namespace
 
