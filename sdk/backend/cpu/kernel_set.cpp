@@ -61,6 +61,19 @@ const char* kernel_set_name(kernel_set s) {
 
 bool kernel_set_supported(kernel_set s) { return kernels_of(s) != nullptr; }
 
+bool fused_row_type(dtype type) {
+  switch (type) {
+    case dtype::f32:
+    case dtype::f16:
+    case dtype::bf16:
+    case dtype::q8_0:
+    case dtype::q4_0:
+    case dtype::q4_k:
+    case dtype::q6_k: return true;
+    default: return false;
+  }
+}
+
 kernel_set active_kernel_set() { return active().load(std::memory_order_relaxed); }
 
 bool use_kernel_set(kernel_set s) {

@@ -140,6 +140,9 @@ struct kernels {
   void (*quantize_q8)(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) = nullptr;
 };
 
+// The weight types the SIMD sets' dot_rows take: f32, f16, bf16, Q8_0, Q4_0, Q4_K and Q6_K.
+bool fused_row_type(dtype type);
+
 const kernels& active_kernels();
 
 // The reference set's kernels are the ones in matmul.cpp; these are the SIMD ones (null where

@@ -209,19 +209,6 @@ SA_AVX2 void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, co
   for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(acc[r]);
 }
 
-bool dot_rows_types_avx2(dtype type) {
-  switch (type) {
-    case dtype::f32:
-    case dtype::f16:
-    case dtype::bf16:
-    case dtype::q8_0:
-    case dtype::q4_0:
-    case dtype::q4_k:
-    case dtype::q6_k: return true;
-    default: return false;
-  }
-}
-
 void dot_rows_avx2(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const float* x,
                    int64_t n_in, float* out) {
   switch (type) {
@@ -343,7 +330,7 @@ SA_AVX2 void swiglu_avx2(const float* g, const float* u, float* out, int64_t n) 
   for (; i < n; ++i) out[i] = swiglu_value(g[i], u[i]);
 }
 
-const kernels k_avx2 = {dot_f32_avx2,    dot_rows_avx2,    dot_rows_types_avx2, dot_block_avx2,
+const kernels k_avx2 = {dot_f32_avx2,    dot_rows_avx2,    fused_row_type, dot_block_avx2,
                         add_scaled_avx2, add_scaled_rows_avx2, exp_shifted_avx2, swiglu_avx2, nullptr};
 
 // F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" in __builtin_cpu_supports.

@@ -256,19 +256,6 @@ void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, const floa
   for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(lo[r], hi[r]);
 }
 
-bool dot_rows_types_neon(dtype type) {
-  switch (type) {
-    case dtype::f32:
-    case dtype::f16:
-    case dtype::bf16:
-    case dtype::q8_0:
-    case dtype::q4_0:
-    case dtype::q4_k:
-    case dtype::q6_k: return true;
-    default: return false;
-  }
-}
-
 void dot_rows_neon(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const float* x, int64_t n_in,
                    float* out) {
   switch (type) {
@@ -362,7 +349,7 @@ void swiglu_neon(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = swiglu_value(g[i], u[i]);
 }
 
-const kernels k_neon = {dot_f32_neon,         dot_rows_neon,    dot_rows_types_neon, dot_block_neon, add_scaled_neon,
+const kernels k_neon = {dot_f32_neon,         dot_rows_neon,    fused_row_type, dot_block_neon, add_scaled_neon,
                         add_scaled_rows_neon, exp_shifted_neon, swiglu_neon,         nullptr};
 
 }  // namespace
