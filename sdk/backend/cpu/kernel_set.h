@@ -17,8 +17,10 @@
 // (dot_q8_scalar), and against the reference within that error.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "core/dtype.h"
 
@@ -71,8 +73,17 @@ struct q8_row {
 // below 127 / FLT_MAX the quotient would be inf, and 0 * inf NaN), 0 for amax 0.
 // q8_block_sums: the sums of every 16 levels of a 256-block (what a k-quant's offsets multiply).
 constexpr float k_q8_round_magic = 12582912.0f;
-float q8_block_scale(float amax, float* d);
-void q8_block_sums(const int8_t* qb, int16_t* sums);
+inline float q8_block_scale(float amax, float* d) {
+  *d = amax / 127.0f;
+  return amax > 0.0f ? std::min(127.0f / amax, std::numeric_limits<float>::max()) : 0.0f;
+}
+inline void q8_block_sums(const int8_t* qb, int16_t* sums) {
+  for (int k = 0; k < 16; ++k) {
+    int s = 0;
+    for (int i = 0; i < 16; ++i) s += qb[16 * k + i];
+    sums[k] = static_cast<int16_t>(s);
+  }
+}
 
 // u[i] = q[i] + 128 (q8_row::u) for i < n.
 void bias_q8_row(const int8_t* q, int64_t n, uint8_t* u);

@@ -146,13 +146,10 @@ struct q4_k_block {
   static constexpr int elems = 256, bytes = 144;
   float a[8], b[8];
   SA_AVX2 void prepare(const uint8_t* block, const float* table) {
-    const float d = table[quant_detail::load_u16(block)];
-    const float dmin = table[quant_detail::load_u16(block + 2)];
-    uint8_t sc[8], m[8];
-    quant_detail::unpack_q4_k_scales(block + 4, sc, m);
+    const quant_detail::q4_k_header h = quant_detail::read_q4_k_header(block, table);
     for (int j = 0; j < 8; ++j) {
-      a[j] = d * static_cast<float>(sc[j]);
-      b[j] = dmin * static_cast<float>(m[j]);
+      a[j] = h.d * static_cast<float>(h.sc[j]);
+      b[j] = h.dmin * static_cast<float>(h.m[j]);
     }
   }
   SA_AVX2 __m256 group(const uint8_t* block, int g) const {
@@ -283,11 +280,7 @@ SA_AVX2 void add_scaled_rows_avx2(float* y, const float* x, int64_t stride, cons
       acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(a[t]), _mm256_loadu_ps(x + t * stride + d)));
     _mm256_storeu_ps(y + d, acc);
   }
-  for (; d < n; ++d) {
-    float s = y[d];
-    for (int64_t t = 0; t < count; ++t) s += a[t] * x[t * stride + d];
-    y[d] = s;
-  }
+  if (d < n) add_scaled_rows(y + d, x + d, stride, a, count, n - d);  // the reference's loop
 }
 
 // softmax_exp (ops.h) on 8 lanes, operation for operation.

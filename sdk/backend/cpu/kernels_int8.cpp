@@ -40,18 +40,6 @@ int64_t q8_block(dtype weight_type) {
   }
 }
 
-float q8_block_scale(float amax, float* d) {
-  *d = amax / 127.0f;
-  return amax > 0.0f ? std::min(127.0f / amax, std::numeric_limits<float>::max()) : 0.0f;
-}
-
-void q8_block_sums(const int8_t* qb, int16_t* sums) {
-  for (int k = 0; k < 16; ++k) {
-    int s = 0;
-    for (int i = 0; i < 16; ++i) s += qb[16 * k + i];
-    sums[k] = static_cast<int16_t>(s);
-  }
-}
 
 void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) {
   for (int64_t b = 0; b < n / block; ++b) {

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/neon_lanes.h"
 #include "backend/cpu/ops.h"
 #include "quant/quant_impl.h"
 #include "quant/quants.h"
@@ -25,12 +26,6 @@
 namespace sa::cpu {
 
 namespace {
-
-// The reference's order over lanes lo = 0..3, hi = 4..7: ((0 + 4) + (1 + 5)) + ((2 + 6) + (3 + 7)).
-inline float reduce8(float32x4_t lo, float32x4_t hi) {
-  const float32x4_t s = vaddq_f32(lo, hi);
-  return (vgetq_lane_f32(s, 0) + vgetq_lane_f32(s, 1)) + (vgetq_lane_f32(s, 2) + vgetq_lane_f32(s, 3));
-}
 
 // The last rest < 8 elements of a row into lanes 0.., as the reference's loop adds them.
 inline float finish(float32x4_t lo, float32x4_t hi, const float* a, const float* b, int64_t rest) {
@@ -304,11 +299,7 @@ void add_scaled_rows_neon(float* y, const float* x, int64_t stride, const float*
       acc = vaddq_f32(acc, vmulq_f32(vdupq_n_f32(a[t]), vld1q_f32(x + t * stride + d)));
     vst1q_f32(y + d, acc);
   }
-  for (; d < n; ++d) {
-    float s = y[d];
-    for (int64_t t = 0; t < count; ++t) s += a[t] * x[t * stride + d];
-    y[d] = s;
-  }
+  if (d < n) add_scaled_rows(y + d, x + d, stride, a, count, n - d);  // the reference's loop
 }
 
 // softmax_exp (ops.h) on 4 lanes, operation for operation.

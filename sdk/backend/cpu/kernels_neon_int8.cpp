@@ -19,6 +19,7 @@
 #include <initializer_list>
 
 #include "backend/cpu/int8_rows.h"
+#include "backend/cpu/neon_lanes.h"
 #include "quant/quant_impl.h"
 
 #ifndef HWCAP_ASIMDDP
@@ -30,12 +31,6 @@
 namespace sa::cpu {
 
 namespace {
-
-// The oracle's reduction: ((t0 + t4) + (t1 + t5)) + ((t2 + t6) + (t3 + t7)) of t = lo | hi.
-inline float reduce8(float32x4_t lo, float32x4_t hi) {
-  const float32x4_t s = vaddq_f32(lo, hi);
-  return (vgetq_lane_f32(s, 0) + vgetq_lane_f32(s, 1)) + (vgetq_lane_f32(s, 2) + vgetq_lane_f32(s, 3));
-}
 
 // A 32-element block's signed levels: elements 0..15 and 16..31.
 struct q8_0_levels {
