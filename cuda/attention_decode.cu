@@ -22,6 +22,13 @@
 // above. The splits follow the sets' host-side bound on a set's size: a few dozen items of a
 // thousand keys or more (RetroAttention's past rows) took one block each and left most SMs
 // idle (143 µs a layer at 32K on an H100, 22 µs split).
+//
+// attention_pages_window (RetroAttention's step): the tensor-core kernel over the decode row's
+// pages with the window's past rows as further tile rows (PAST): q rows [0, n_past) are past
+// rows, each masked to the keys x <= its position of pages stamped before it; the block that
+// merges the splits merges the past rows into their cached outputs and stamps the pages.
+// Bytes: the pages' K and V once for every row (the separate ops read the supplements' keys a
+// second time, by slot), the stamps of the block's pages, the cached outputs once.
 #include <algorithm>
 #include <atomic>
 
@@ -111,10 +118,36 @@ size_t smem_bytes(int head_dim, int gmax) {
 // combined into the block's normalised output and lse (bo); with a merge context, the last
 // block of the group to finish then merges every split's partial. sm_w holds GMAX *
 // MAX_SPLITS floats of scratch.
+// Earlier outputs the first n rows' final results are merged with (RetroAttention's cached
+// outputs of its past rows), at the items the results go to (out, lse: from the final
+// output's first item).
+struct prior_rows {
+  const float* out = nullptr;
+  const float* lse = nullptr;
+  int32_t n = 0;
+};
+// (o, l) merged by log-sum-exp with row g's prior output (po its element d); l natural log.
+__device__ __forceinline__ float with_prior(float o, float l, float po, float pl, float* merged_lse) {
+  const float m = fmaxf(l, pl);
+  if (m == -INFINITY) {
+    *merged_lse = -INFINITY;
+    return 0.0f;
+  }
+  const float wn = expf(l - m), wp = expf(pl - m);
+  *merged_lse = m + logf(wn + wp);
+  return (o * wn + po * wp) / (wn + wp);
+}
+
+// Row g's output, partials and merge go to item offset g from bo's and mc's first, or with
+// gpr > 0 (gpr heads of each of several q rows) to (g / gpr) row_items + g % gpr; rows below
+// pr.n are merged with their prior outputs as they are written final. Returns whether this
+// block merged (the last of its group; true without a merge context).
 template <int GMAX>
-__device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], const float (*sm_l)[GMAX],
-                             float* sm_w, int32_t nh, int hd, const block_out& bo, const merge_ctx* mc) {
+__device__ bool finish_block(const float* sm_acc, const float (*sm_m)[GMAX], const float (*sm_l)[GMAX],
+                             float* sm_w, int32_t nh, int hd, const block_out& bo, const merge_ctx* mc,
+                             int32_t gpr = 0, int64_t row_items = 0, const prior_rows& pr = prior_rows{}) {
   const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
+  auto at = [&](int g) -> int64_t { return gpr > 0 ? (g / gpr) * row_items + g % gpr : g; };
   __syncthreads();
   for (int idx = threadIdx.x; idx < nh * hd; idx += k_threads) {
     const int g = idx / hd, d = idx % hd;
@@ -130,10 +163,12 @@ __device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
         O = fmaf(sm_acc[(w * GMAX + g) * hd + d], c, O);
       }
     }
-    bo.out[g * bo.hs + d] = L > 0.0f ? O / L : 0.0f;
-    if (d == 0) bo.lse[g * bo.ls] = L > 0.0f ? (mx + log2f(L)) * k_ln2 : -INFINITY;
+    float o = L > 0.0f ? O / L : 0.0f, l = L > 0.0f ? (mx + log2f(L)) * k_ln2 : -INFINITY;
+    if (!mc && g < pr.n) o = with_prior(o, l, pr.out[at(g) * hd + d], pr.lse[at(g)], &l);
+    bo.out[at(g) * bo.hs + d] = o;
+    if (d == 0) bo.lse[at(g) * bo.ls] = l;
   }
-  if (!mc) return;
+  if (!mc) return true;
 
   // The last block of the group merges every split's partial.
   __shared__ int last;
@@ -142,7 +177,7 @@ __device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(mc->counter, 1) == mc->n_splits - 1;
   __syncthreads();
-  if (!last) return;
+  if (!last) return false;
   __threadfence();
   // The partials come from L2: every load of a lane is issued before its results are used
   // (a chain of dependent L2 round trips here would cost more than the keys of a short split).
@@ -153,7 +188,7 @@ __device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
 #pragma unroll
     for (int u = 0; u < LSE_PER_LANE; ++u) {
       const int sp = lane + u * k_warp;
-      lv[u] = sp < ns ? __ldcg(mc->part_lse + g * ns + sp) : -INFINITY;
+      lv[u] = sp < ns ? __ldcg(mc->part_lse + at(g) * ns + sp) : -INFINITY;
     }
     float mx = lv[0];
 #pragma unroll
@@ -179,7 +214,7 @@ __device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
   const int hd4 = hd / 4;
   for (int idx = threadIdx.x; idx < nh * hd4; idx += k_threads) {
     const int g = idx / hd4, d4 = idx % hd4;
-    const float4* po = reinterpret_cast<const float4*>(mc->part_o + static_cast<int64_t>(g) * ns * hd) + d4;
+    const float4* po = reinterpret_cast<const float4*>(mc->part_o + at(g) * ns * hd) + d4;
     const float* w = sm_w + g * MAX_SPLITS;
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int sp = 0; sp < ns; sp += 16) {
@@ -197,11 +232,19 @@ __device__ void finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
       }
     }
     const float total = sm_total[g], inv = total > 0.0f ? 1.0f / total : 0.0f;
-    float* out = mc->out + g * hd + 4 * d4;  // a view may start at any float
-    out[0] = o.x * inv, out[1] = o.y * inv, out[2] = o.z * inv, out[3] = o.w * inv;
-    if (d4 == 0) mc->lse[g] = total > 0.0f ? sm_max[g] + logf(total) : -INFINITY;
+    float* out = mc->out + at(g) * hd + 4 * d4;  // a view may start at any float
+    float r[4] = {o.x * inv, o.y * inv, o.z * inv, o.w * inv};
+    float l = total > 0.0f ? sm_max[g] + logf(total) : -INFINITY;
+    if (g < pr.n) {
+      const float pl = pr.lse[at(g)], l0 = l;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) r[e] = with_prior(r[e], l0, pr.out[at(g) * hd + 4 * d4 + e], pl, &l);
+    }
+    out[0] = r[0], out[1] = r[1], out[2] = r[2], out[3] = r[3];
+    if (d4 == 0) mc->lse[at(g)] = l;
   }
   if (threadIdx.x == 0) *mc->counter = 0;  // ready for the next launch (or replay)
+  return true;
 }
 
 // The shared inner loop: heads [h0, h0 + nh) of one row against keys of KV head kvh.
@@ -373,10 +416,11 @@ struct mma_decode {
   static constexpr size_t smem = tile_bytes > finish_bytes ? tile_bytes : finish_bytes;
 };
 
-template <typename T, int HD>
+template <typename T, int HD, bool PAST = false>
 __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const attention_args a, const page_table pt,
                                                                      int32_t n_splits, float* part_o,
-                                                                     float* part_lse, int32_t* counters) {
+                                                                     float* part_lse, int32_t* counters,
+                                                                     const past_rows pr) {
   pdl_begin();
   using S = typename T::storage;
   constexpr bool BF16 = T::code == etype::bf16;
@@ -391,12 +435,16 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
 
   // blockIdx.y: a KV head and its group's query heads, or (pages chosen per query head) one
   // query head.
+  // With past rows (PAST) tile rows [G i, G (i + 1)) are q row i's heads h0 .. h0 + G - 1: past
+  // rows i < n_past, then the decode row (q row n_past, the batch's last).
   const int32_t split = blockIdx.x;
-  const int64_t row = blockIdx.z;
+  const int32_t NP = PAST ? pr.n_past : 0;
+  const int64_t row = PAST ? NP : blockIdx.z;
   const int32_t group = a.n_heads / a.n_kv_heads;
   const bool one_head = pt.pages && pt.per_head;
   const int32_t kvh = one_head ? blockIdx.y / group : blockIdx.y;
   const int32_t G = one_head ? 1 : group, h0 = one_head ? blockIdx.y : kvh * G;
+  const int32_t R = G * (NP + 1);  // tile rows in use
   const int32_t* pages = pt.pages ? pt.pages + blockIdx.y * pt.stride : nullptr;
   const int64_t len = pages ? paged_keys(pt, pages) : a.kv_len[row];
   const int64_t chunk = (len + n_splits - 1) / n_splits;
@@ -453,6 +501,34 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
     rs.commit();
   }
 
+  // Past rows: the position limit of the thread's two tile rows (g, g + 8) — none for the
+  // decode row, -1 for unused rows and positions outside [0, n_keys) — and the stamps of the
+  // block's pages beside their ids (while the first tiles load). A key of page p at row x
+  // counts for a row limited at `at` when stamps[p] < at and x <= at; s_count[r] counts them
+  // for the first tile row r of each past row.
+  __shared__ int32_t sst[PAST ? k_block_pages : 1];
+  __shared__ int32_t s_count[PAST ? 16 : 1];
+  int32_t at_r[2] = {INT32_MAX, INT32_MAX}, count[2] = {0, 0};
+  const int32_t* stamps = PAST ? pr.stamps + blockIdx.y * pr.pages_capacity : nullptr;
+  auto stamp_of = [&](int32_t page) -> int32_t {
+    return page >= 0 && page < pr.pages_capacity ? stamps[page] : INT32_MAX;
+  };
+  if constexpr (PAST) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = g + 8 * h;
+      if (r < G * NP) {
+        const int32_t at = pr.rows[r / G];
+        at_r[h] = at >= 0 && at < pt.plan[0] ? at : -1;
+      } else if (r >= R) {
+        at_r[h] = -1;
+      }
+    }
+    if (threadIdx.x < 16) s_count[threadIdx.x] = 0;
+    if (staged)
+      for (int64_t i = threadIdx.x; i <= (end - 1) / ps - pg0; i += k_threads) sst[i] = stamp_of(sp[i]);
+  }
+
   // The group's queries, scaled to log2 units, as 16 rows of halves (hi, and for bf16 lo); every
   // load issued before any is used (q comes from L2, just written).
   constexpr int QE = 16 * HD / k_threads;
@@ -460,7 +536,10 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
 #pragma unroll
   for (int e = 0; e < QE; ++e) {
     const int idx = threadIdx.x + e * k_threads, r = idx / HD, d = idx % HD;
-    qx[e] = r < G ? a.q[(row * a.n_heads + h0 + r) * HD + d] : 0.0f;
+    if constexpr (PAST)
+      qx[e] = r < R ? a.q[((r / G) * a.n_heads + h0 + r % G) * HD + d] : 0.0f;
+    else
+      qx[e] = r < G ? a.q[(row * a.n_heads + h0 + r) * HD + d] : 0.0f;
   }
 #pragma unroll
   for (int e = 0; e < QE; ++e) {
@@ -515,6 +594,31 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
       for (int e = 0; e < 4; ++e)
         if (j0 + 8 * nb + (e & 1) >= end)
           s[nb][e] = -INFINITY;
+    if constexpr (PAST) {
+      // s[nb][2h + e] is tile row g + 8h against key j0 + 8nb + e.
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t j = j0 + 8 * nb + e;
+          if (j >= end) continue;
+          int32_t page, st;
+          if (staged) {
+            const int64_t at = (shift >= 0 ? j >> shift : j / ps) - pg0;
+            page = sp[at];
+            st = sst[at];
+          } else {
+            page = pages[j / ps];
+            st = stamp_of(page);
+          }
+          const int64_t x = int64_t{page} * ps + (shift >= 0 ? j & (ps - 1) : j % ps);  // no 64-bit division
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (!(st < at_r[h] && x <= at_r[h])) s[nb][2 * h + e] = -INFINITY;
+            else count[h] += 1;
+          }
+        }
+    }
     // Online softmax per row; the four lanes of a row (same g) share its max.
     float corr[2];
 #pragma unroll
@@ -565,7 +669,7 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
-    if (r >= G) continue;
+    if (r >= R) continue;
     float* dst = sm_acc + (warp * 16 + r) * HD + 2 * c;
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) *reinterpret_cast<float2*>(dst + 8 * nb) = make_float2(o[nb][2 * h], o[nb][2 * h + 1]);
@@ -573,6 +677,53 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
       sm_m[warp][r] = m[h];
       sm_l[warp][r] = l[h];
     }
+  }
+  if constexpr (PAST) {
+    // Every tile row ends in one merge: row r at item (r / G) n_heads + h0 + r % G. The keys
+    // counted for each past row (its first tile row's, over the 4 lanes of the row and the
+    // warps) go out directly or, split, through the partials to the merging block.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      count[h] += __shfl_xor_sync(0xffffffffu, count[h], 1);
+      count[h] += __shfl_xor_sync(0xffffffffu, count[h], 2);
+      const int r = g + 8 * h;
+      if (c == 0 && r < G * NP && r % G == 0) atomicAdd(&s_count[r], count[h]);
+    }
+    __syncthreads();
+    const int64_t item = h0;
+    const prior_rows prior{pr.prior_out + item * HD, pr.prior_lse + item, G * NP};
+    // The merging block stamps the ranker's pages once every block has read their stamps.
+    auto stamp = [&] {
+      const int64_t n_sel = pt.plan[2] < pt.stride ? pt.plan[2] : pt.stride;
+      int32_t* st = pr.stamps + blockIdx.y * pr.pages_capacity;
+      for (int64_t j = threadIdx.x; j < n_sel; j += k_threads) {
+        const int32_t page = pages[j];
+        if (page >= 0 && page < pr.pages_capacity) st[page] = pt.plan[0] - 1;
+      }
+    };
+    if (n_splits == 1) {
+      for (int idx = threadIdx.x; idx < NP * G; idx += k_threads)
+        pr.keys[(idx / G) * a.n_heads + h0 + idx % G] = s_count[(idx / G) * G];
+      const block_out bo{a.out + item * HD, a.lse + item, HD, 1};
+      finish_block<16>(sm_acc, sm_m, sm_l, sm_w, R, HD, bo, nullptr, G, a.n_heads, prior);
+      stamp();
+      return;
+    }
+    for (int i = threadIdx.x; i < NP; i += k_threads)
+      pr.part_keys[(static_cast<int64_t>(i) * a.n_heads + h0) * n_splits + split] = s_count[i * G];
+    const block_out bo{part_o + (item * n_splits + split) * HD, part_lse + item * n_splits + split,
+                       static_cast<int64_t>(n_splits) * HD, n_splits};
+    const merge_ctx mc{n_splits, counters + blockIdx.y, part_o + item * n_splits * HD, part_lse + item * n_splits,
+                       a.out + item * HD, a.lse + item};
+    if (!finish_block<16>(sm_acc, sm_m, sm_l, sm_w, R, HD, bo, &mc, G, a.n_heads, prior)) return;
+    for (int idx = threadIdx.x; idx < NP * G; idx += k_threads) {
+      const int32_t* pk = pr.part_keys + (static_cast<int64_t>(idx / G) * a.n_heads + h0) * n_splits;
+      int32_t total = 0;
+      for (int sp_ = 0; sp_ < n_splits; ++sp_) total += __ldcg(pk + sp_);
+      pr.keys[(idx / G) * a.n_heads + h0 + idx % G] = total;
+    }
+    stamp();
+    return;
   }
   const int64_t item = row * a.n_heads + h0;
   if (n_splits == 1) {
@@ -857,10 +1008,10 @@ cudaError_t with_mma(const attention_args& a, F&& f) {
   });
 }
 
-template <typename T, int HD>
+template <typename T, int HD, bool PAST = false>
 cudaError_t prepare_mma() {
   using C = mma_decode<T::code == etype::bf16, HD>;
-  return cudaFuncSetAttribute(attention_mma_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  return cudaFuncSetAttribute(attention_mma_kernel<T, HD, PAST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(C::smem));
 }
 
@@ -952,7 +1103,7 @@ cudaError_t launch_split(const attention_args& a, const page_table& pt, void* wo
       const cudaError_t e = prepare_mma<T, HD>();
       if (e != cudaSuccess) return e;
       launch_kernel(attention_mma_kernel<T, HD>, grid, k_threads, mma_decode<T::code == etype::bf16, HD>::smem, s,
-          a, pt, n_splits, po, pl, counters);
+          a, pt, n_splits, po, pl, counters, past_rows{});
       return cudaGetLastError();
     });
   }
@@ -989,6 +1140,49 @@ cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt
                                    int32_t n_sms, cudaStream_t s) {
   if (a.n != 1 || !pt.pages || !pt.plan || pt.page_size < 1) return cudaErrorInvalidValue;
   return launch_split(a, pt, work, n_sms, s);
+}
+
+bool attention_pages_window_fits(const attention_args& a, const page_table& pt, int32_t n_past) {
+  if (a.n_kv_heads < 1 || a.n_heads % a.n_kv_heads != 0 || n_past < 1 || pt.masked || !pt.pages) return false;
+  const int32_t g = pt.per_head ? 1 : a.n_heads / a.n_kv_heads;
+  return mma_supported(a) && g * (n_past + 1) <= 16;
+}
+
+// The split kernels' workspace for a.n rows, then the past rows' key counts per split
+// [n_past][n_heads][n_splits].
+size_t attention_pages_window_workspace_bytes(const attention_args& a, const page_table& pt, int32_t n_sms) {
+  attention_args one = a;
+  one.n = 1;
+  const int32_t n_splits = split_count(one, n_sms, pt.per_head != 0);
+  const size_t bytes = split_workspace_bytes(a, n_splits);
+  return bytes ? bytes + static_cast<size_t>(a.n - 1) * a.n_heads * n_splits * sizeof(int32_t) : 0;
+}
+
+cudaError_t launch_attention_pages_window(const attention_args& a, const page_table& pt, const past_rows& pr,
+                                          void* work, int32_t n_sms, cudaStream_t s) {
+  if (!attention_pages_window_fits(a, pt, pr.n_past) || a.n != pr.n_past + 1 || !pt.plan || pt.page_size < 1 ||
+      !pr.rows || !pr.stamps || !pr.keys || !pr.prior_out || !pr.prior_lse || pr.pages_capacity < 1)
+    return cudaErrorInvalidValue;
+  attention_args one = a;
+  one.n = 1;
+  const bool per_head = pt.per_head != 0;
+  const int32_t n_splits = split_count(one, n_sms, per_head);
+  if (n_splits > 1 && !work) return cudaErrorInvalidValue;
+  int32_t* counters = static_cast<int32_t*>(work);
+  float* po = work ? reinterpret_cast<float*>(counters + MAX_COUNTERS) : nullptr;
+  float* pl = po ? po + static_cast<size_t>(a.n) * a.n_heads * n_splits * a.head_dim : nullptr;
+  past_rows p = pr;
+  p.part_keys = pl ? reinterpret_cast<int32_t*>(pl + static_cast<size_t>(a.n) * a.n_heads * n_splits) : nullptr;
+  const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(per_head ? a.n_heads : a.n_kv_heads), 1);
+  return with_mma(a, [&](auto t, auto hd) -> cudaError_t {
+    using T = decltype(t);
+    constexpr int HD = decltype(hd)::value;
+    const cudaError_t e = prepare_mma<T, HD, true>();
+    if (e != cudaSuccess) return e;
+    launch_kernel(attention_mma_kernel<T, HD, true>, grid, k_threads, mma_decode<T::code == etype::bf16, HD>::smem, s,
+                  a, pt, n_splits, po, pl, counters, p);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t launch_attention_mass(const attention_args& a, const float* row_weights, float* mass,

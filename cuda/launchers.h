@@ -224,6 +224,29 @@ size_t attention_pages_workspace_bytes(const attention_args& a, const page_table
 cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt, void* work,
                                    int32_t n_sms, cudaStream_t s);
 
+// RetroAttention's past rows in the decode row's pass over its pages (backend.h,
+// attention_pages_window): q rows [0, n_past) are past rows at positions rows[i], q row n_past
+// the decode row. Past row i attends the keys x <= rows[i] of the ranker's selected pages p
+// with stamps[ranker][p] < rows[i], merged with its prior output; keys [n_past][n_heads]
+// receives their number; then the selected pages are stamped with the decode row's position.
+struct past_rows {
+  const int32_t* rows = nullptr;    // [n_past]
+  int32_t* stamps = nullptr;        // [rankers][pages_capacity]
+  int64_t pages_capacity = 0;
+  const float* prior_out = nullptr; // [n_past][n_heads][head_dim]
+  const float* prior_lse = nullptr; // [n_past][n_heads]
+  int32_t* keys = nullptr;          // [n_past][n_heads]
+  int32_t n_past = 0;
+  int32_t* part_keys = nullptr;     // the launcher's: counts per split, in its workspace
+};
+// Whether the one-pass kernel takes these shapes (the tensor-core kernel's, and the rows'
+// heads — a group per row, or one head per row with per-head pages — within its 16 tile rows).
+bool attention_pages_window_fits(const attention_args& a, const page_table& pt, int32_t n_past);
+size_t attention_pages_window_workspace_bytes(const attention_args& a, const page_table& pt, int32_t n_sms);
+// a.n = n_past + 1 rows; the splits are the decode row's alone.
+cudaError_t launch_attention_pages_window(const attention_args& a, const page_table& pt, const past_rows& pr,
+                                          void* work, int32_t n_sms, cudaStream_t s);
+
 // ---- pages (pages.cu) ------------------------------------------------------------------------
 // Summaries [n_kv_heads][pages_capacity][2][head_dim] of sum_type: f32, or the keys' own type
 // (summarize takes only those two; the scoring kernels read f32, f16 or bf16).

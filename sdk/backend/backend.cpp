@@ -121,6 +121,31 @@ void backend::attention_unseen_pages(const tensor&, const kv_view&, int32_t, int
   fail(SA_ERR_UNSUPPORTED, "attention_unseen_pages (RetroAttention) is not implemented on the %s backend", name());
 }
 
+void backend::attention_pages_window(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                     int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                     int64_t select_bound, const tensor& plan, const tensor& stamps,
+                                     int64_t pages_capacity, const tensor& rows, float scale,
+                                     const tensor& prior_out, const tensor& prior_lse, const tensor& out,
+                                     const tensor& lse, const tensor& keys) {
+  const int64_t width = int64_t{n_heads} * head_dim;
+  const int64_t n = width > 0 ? q.elements() / width : 0;
+  if (n < 1 || q.elements() != n * width || out.elements() != n * width || lse.elements() != n * n_heads ||
+      rows.elements() != n - 1 || prior_out.elements() != (n - 1) * width ||
+      prior_lse.elements() != (n - 1) * n_heads)
+    fail(SA_ERR_INTERNAL, "attention_pages_window: %lld rows of %d heads, %lld past positions",
+         static_cast<long long>(n), n_heads, static_cast<long long>(rows.elements()));
+  const tensor qr = q.as_2d(width), o = out.as_2d(width), l = lse.as_2d(n_heads);
+  attention_pages(qr.row_range(n - 1, 1), kv, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages,
+                  select_bound, plan, scale, o.row_range(n - 1, 1), l.row_range(n - 1, 1));
+  if (n > 1) {
+    const tensor o_past = o.row_range(0, n - 1), l_past = l.row_range(0, n - 1);
+    attention_unseen_pages(qr.row_range(0, n - 1), kv, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages,
+                           select_bound, plan, stamps, pages_capacity, rows, scale, o_past, l_past, keys);
+    merge_attention(o_past, l_past, prior_out.as_2d(width), prior_lse.as_2d(n_heads));
+  }
+  stamp_pages(pages, select_bound, plan, group_mean ? n_kv_heads : n_heads, false, stamps, pages_capacity);
+}
+
 void backend::stamp_pages(const tensor&, int64_t, const tensor&, int32_t, bool, const tensor&, int64_t) {
   fail(SA_ERR_UNSUPPORTED, "stamp_pages (RetroAttention) is not implemented on the %s backend", name());
 }

@@ -399,6 +399,22 @@ class backend {
                                       const tensor& plan, const tensor& stamps,
                                       int64_t pages_capacity, const tensor& rows, float scale,
                                       const tensor& out, const tensor& lse, const tensor& keys);
+  // RetroAttention's step over the selected pages, in one call: attention_pages for the last of
+  // q's n rows (the decode row), attention_unseen_pages for the n - 1 rows before it (its
+  // window's past rows, at positions rows i32 [n - 1]) merged (merge_attention) with their
+  // prior outputs prior_out [n - 1][n_heads][head_dim], prior_lse [n - 1][n_heads], then
+  // stamp_pages for the selected pages of every ranker. Writes q's n rows of out [n][n_heads]
+  // [head_dim] and lse [n][n_heads], keys i32 [n - 1][n_heads] and the stamps; the other
+  // arguments as in those ops. The default makes the four calls; a backend may read each
+  // selected page once for every row (CUDA does where its tensor-core kernel takes the rows'
+  // heads).
+  virtual void attention_pages_window(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                      int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                      bool group_mean, const tensor& pages, int64_t select_bound,
+                                      const tensor& plan, const tensor& stamps,
+                                      int64_t pages_capacity, const tensor& rows, float scale,
+                                      const tensor& prior_out, const tensor& prior_lse,
+                                      const tensor& out, const tensor& lse, const tensor& keys);
   // stamps[r][p] = plan[0] - 1 (the decode row's position) for every ranker r < n_rankers and
   // each of its n_selected pages in pages [n_rankers][select_bound], or, with every_page, for
   // every page [0, plan[1]) (a step that read them all).

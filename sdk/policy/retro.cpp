@@ -29,26 +29,32 @@ void retro::begin(step_buffer& step, int64_t first_position) {
   rows_ = step.put(rows);
 }
 
-void retro::correct(int32_t layer, const tensor& q_past, const kv_view& kv, const page_selection& sel,
-                    bool dense, float scale, const tensor& att_past, const tensor& lse_past) {
+retro::window_tensors retro::window_ops(int32_t layer) const {
   const int64_t n = held(), w1 = window_ - 1;
-  const tensor stamps = stamps_.row_range(int64_t{layer} * n_rankers_, n_rankers_);
+  return window_tensors{stamps_.row_range(int64_t{layer} * n_rankers_, n_rankers_), rows_,
+                        out_.row_range(int64_t{layer} * w1 * hp_.n_heads, n * hp_.n_heads),
+                        lse_.row_range(int64_t{layer} * w1, n), keys_.row_range(int64_t{layer} * w1, n),
+                        pages_capacity_};
+}
+
+void retro::correct(int32_t layer, const tensor& q_past, const kv_view& kv, const page_selection& sel,
+                    bool dense, float scale, const tensor& att_past, const tensor& lse_past, bool corrected) {
+  if (corrected) return;
+  const int64_t n = held();
+  const window_tensors w = window_ops(layer);
   if (n > 0) {
-    const tensor out = out_.row_range(int64_t{layer} * w1 * hp_.n_heads, n * hp_.n_heads);
-    const tensor lse = lse_.row_range(int64_t{layer} * w1, n);
     if (dense) {
       // Every page was loaded: nothing is unseen, the cached outputs stand.
-      be_.copy(out, att_past);
-      be_.copy(lse, lse_past);
+      be_.copy(w.prior_out, att_past);
+      be_.copy(w.prior_lse, lse_past);
     } else {
       be_.attention_unseen_pages(q_past, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, sel.page_size,
-                                 sel.group_mean, *sel.pages, sel.select_bound, *sel.plan, stamps,
-                                 pages_capacity_, rows_, scale, att_past, lse_past,
-                                 keys_.row_range(int64_t{layer} * w1, n));
-      be_.merge_attention(att_past, lse_past, out, lse);
+                                 sel.group_mean, *sel.pages, sel.select_bound, *sel.plan, w.stamps,
+                                 pages_capacity_, rows_, scale, att_past, lse_past, w.keys);
+      be_.merge_attention(att_past, lse_past, w.prior_out, w.prior_lse);
     }
   }
-  be_.stamp_pages(*sel.pages, sel.select_bound, *sel.plan, n_rankers_, dense, stamps, pages_capacity_);
+  be_.stamp_pages(*sel.pages, sel.select_bound, *sel.plan, n_rankers_, dense, w.stamps, pages_capacity_);
 }
 
 void retro::keep(int32_t layer, const tensor& att, const tensor& lse) {

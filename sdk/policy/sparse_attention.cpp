@@ -296,6 +296,11 @@ void sparse_attention::oracle_sets(const tensor& q, const kv_view& kv, const pag
 void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
                               const batch_meta& m, const tensor& out, const tensor& lse) {
   const int64_t n = m.n;
+  const bool dense_layer = layer < c_.dense_layers || plan_.dense;
+  // RetroAttention over Quest's pages: the past rows' corrections come with the decode row's
+  // pass over its pages (attention_pages_window). PRR attends the decode row in two parts, so
+  // there they follow it as their own ops.
+  const bool window = retro_ && n > 1 && !dense_layer && selects_on_backend() && !samples_on_backend() && !prr_;
   if (n == 1) {
     attend_row(layer, q, kv, m, out, lse);
   } else {
@@ -305,12 +310,13 @@ void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
     row.positions = m.positions.as_2d(1).row_range(n - 1, 1);
     row.slots = m.slots.as_2d(1).row_range(n - 1, 1);
     row.kv_len = m.kv_len.as_2d(1).row_range(n - 1, 1);
-    attend_row(layer, q.row_range(n - 1, 1), kv, row, out.row_range(n - 1, 1), lse.row_range(n - 1, 1));
+    const window_rows all{q, out, lse};
+    attend_row(layer, q.row_range(n - 1, 1), kv, row, out.row_range(n - 1, 1), lse.row_range(n - 1, 1),
+               window ? &all : nullptr);
   }
   if (!retro_) return;
-  const bool dense_layer = layer < c_.dense_layers || plan_.dense;
   retro_->correct(layer, q.row_range(0, n - 1), kv, selection(), dense_layer, scale_, out.row_range(0, n - 1),
-                  lse.row_range(0, n - 1));
+                  lse.row_range(0, n - 1), window);
   retro_->keep(layer, out, lse);
 }
 
@@ -348,7 +354,8 @@ void sparse_attention::abandon() {
 }
 
 void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view& kv,
-                                  const batch_meta& m, const tensor& out, const tensor& lse) {
+                                  const batch_meta& m, const tensor& out, const tensor& lse,
+                                  const window_rows* window) {
   const int64_t n_keys = m.n_keys;
   if ((kind_ != batch_kind::decode && kind_ != batch_kind::retro) ||
       stats_.size() != static_cast<size_t>(hp_.n_layers * hp_.n_heads) ||
@@ -376,6 +383,11 @@ void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view&
       be_.join_side();
       // (The superset's wasted pages join keys_attended when the figures settle.)
       prr_->repair(layer, q, kv, selection(), page_scores_, pages_bound_, scale_, out, lse);
+    } else if (window) {
+      const retro::window_tensors w = retro_->window_ops(layer);
+      be_.attention_pages_window(window->q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group,
+                                 selected_, select_bound_, plan_t_, w.stamps, w.pages_capacity, w.rows, scale_,
+                                 w.prior_out, w.prior_lse, window->out, window->lse, w.keys);
     } else {
       be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group,
                           selected_, select_bound_, plan_t_, scale_, out, lse);

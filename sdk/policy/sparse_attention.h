@@ -107,9 +107,14 @@ class sparse_attention {
   std::vector<std::vector<int32_t>> last_selection();
 
  private:
-  // The decode row's attention (the body of attend()).
+  // A Retro step's rows, all of them: q, out [n][n_heads][head_dim], lse [n][n_heads].
+  struct window_rows {
+    tensor q, out, lse;
+  };
+  // The decode row's attention (the body of attend()); with `window` (Quest on the backend under
+  // RetroAttention), the past rows' supplements in the same op.
   void attend_row(int32_t layer, const tensor& q, const kv_view& kv, const batch_meta& m,
-                  const tensor& out, const tensor& lse);
+                  const tensor& out, const tensor& lse, const window_rows* window = nullptr);
   // selected_ and the step's plan as the corrections read them.
   page_selection selection() const;
   // Quest's selection for this step's plan into selected_ (on the backend).

@@ -1663,6 +1663,132 @@ TEST_P(ops, attention_pages_attends_the_slots_of_the_selected_pages) {
   }
 }
 
+TEST_P(ops, attention_pages_window_attends_the_decode_row_and_corrects_the_past_rows) {
+  // RetroAttention's step as one op: the decode row (q's last) over its ranker's pages, and each
+  // past row over the keys of those pages it has not seen (the page stamped before its
+  // position) up to its position, merged with its prior output; then the pages stamped — against
+  // attention in double over those keys and the merge by hand, counts and stamps by hand. On
+  // CUDA the tensor-core cases take one pass over the pages for every row (a group's heads per
+  // row within 16 tile rows: case 7's groups of 8 with 3 past rows do not fit and take the
+  // separate ops), case 0 (f32) the separate ops.
+  for (int c : {0, 1, 2, 3, 6, 7}) {
+    const page_problem p = page_case(c);
+    harness h(GetParam());
+    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
+    tensor v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap, p.type);
+    const sa::kv_view kv{&k, &v, p.cap, 0, nullptr};
+    const tensor plan = h.ints(p.plan());
+    const int64_t select_bound = p.n_selected + 2;
+    const int32_t group = p.n_heads / p.n_kv_heads, width = p.n_heads * p.hd;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
+    for (int32_t n_past : {1, 3})
+      for (bool group_mean : {false, true}) {
+        const std::string where = "case " + std::to_string(c) + ", " + std::to_string(n_past) + " past rows" +
+                                  (group_mean ? " (group)" : "");
+        const uint64_t seed = static_cast<uint64_t>(c * 8 + n_past * 2 + group_mean);
+        const int64_t n = n_past + 1;
+        std::vector<float> qh = random_vec(static_cast<size_t>(n_past * width), seed + 100, 1.5f);
+        qh.insert(qh.end(), p.q.begin(), p.q.end());
+        // A past row in the middle of the selection (its later pages cut by its position) and
+        // the window's last positions.
+        std::vector<int32_t> at = {static_cast<int32_t>(p.n_keys - 2)};
+        if (n_past == 3) at = {static_cast<int32_t>(p.n_keys / 3), static_cast<int32_t>(p.n_keys - 3),
+                               static_cast<int32_t>(p.n_keys - 2)};
+        const int32_t rankers = p.rankers(group_mean);
+        std::mt19937_64 rng(seed);
+        std::vector<int32_t> stamps(static_cast<size_t>(rankers * p.pages_cap));
+        for (int32_t& x : stamps) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(p.n_keys + 1)) - 1;
+        for (size_t i = 0; i < stamps.size(); i += 5) stamps[i] = at[i % at.size()];  // stamped at a row: seen
+        const std::vector<int32_t> ids = p.random_selection(group_mean, select_bound, seed);
+        tensor q = h.upload(qh, width, n);
+        tensor out = h.upload(std::vector<float>(qh.size(), NAN), width, n);
+        tensor lse = h.upload(std::vector<float>(static_cast<size_t>(n * p.n_heads), NAN), p.n_heads, n);
+        tensor keys = h.ints(std::vector<int32_t>(static_cast<size_t>(n_past * p.n_heads), -7));
+        // Prior outputs: random, their lse around the supplements' (one of them empty: -inf).
+        const std::vector<float> prior_o = random_vec(static_cast<size_t>(n_past * width), seed + 200);
+        std::vector<float> prior_l = random_vec(static_cast<size_t>(n_past * p.n_heads), seed + 300, 2.0f);
+        for (float& x : prior_l) x += 4.0f;
+        prior_l[0] = -INFINITY;
+        const tensor stamps_t = h.ints(stamps);
+        h.be->attention_pages_window(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, h.ints(ids),
+                                     select_bound, plan, stamps_t, p.pages_cap, h.ints(at), scale,
+                                     h.upload(prior_o, width, n_past), h.upload(prior_l, p.n_heads, n_past), out, lse,
+                                     keys);
+        const std::vector<float> o = h.download(out), l = h.download(lse);
+        const std::vector<int32_t> got_keys = h.download_ints(keys);
+        std::vector<int32_t> want_stamps = stamps;
+        for (int32_t r = 0; r < rankers; ++r)
+          for (int64_t j = 0; j < p.n_selected; ++j)
+            want_stamps[static_cast<size_t>(r * p.pages_cap + ids[static_cast<size_t>(r * select_bound + j)])] =
+                static_cast<int32_t>(p.n_keys - 1);
+        EXPECT_EQ(h.download_ints(stamps_t), want_stamps) << where;
+        std::vector<double> want_o;
+        std::vector<float> got_l;
+        std::vector<double> want_l;
+        int64_t supplemented = 0;
+        for (int64_t i = 0; i < n; ++i)
+          for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+            const int32_t g = hh / group, r = group_mean ? g : hh;
+            std::vector<int64_t> rows;
+            for (int64_t j = 0; j < p.n_selected; ++j) {
+              const int32_t pg = ids[static_cast<size_t>(r * select_bound + j)];
+              const bool seen = i < n_past && stamps[static_cast<size_t>(r * p.pages_cap + pg)] >= at[static_cast<size_t>(i)];
+              if (seen) continue;
+              const int64_t last = i < n_past ? std::min<int64_t>(at[static_cast<size_t>(i)] + 1, p.n_keys) : p.n_keys;
+              for (int64_t x = int64_t{pg} * p.page; x < std::min<int64_t>((pg + 1) * p.page, last); ++x) rows.push_back(x);
+            }
+            if (i < n_past) {
+              EXPECT_EQ(got_keys[static_cast<size_t>(i * p.n_heads + hh)], static_cast<int32_t>(rows.size()))
+                  << where << ", row " << i << " head " << hh;
+              supplemented += static_cast<int64_t>(rows.size());
+            }
+            const float* qr = qh.data() + (i * p.n_heads + hh) * p.hd;
+            std::vector<double> s, acc(static_cast<size_t>(p.hd), 0.0);
+            for (int64_t x : rows) {
+              double d = 0;
+              for (int32_t e = 0; e < p.hd; ++e) d += double{qr[e]} * p.k[static_cast<size_t>((g * p.cap + x) * p.hd + e)];
+              s.push_back(d * scale);
+            }
+            const float got = l[static_cast<size_t>(i * p.n_heads + hh)];
+            double lse_s = -INFINITY;
+            if (!s.empty()) {
+              const double m = *std::max_element(s.begin(), s.end());
+              double sum = 0;
+              for (size_t j = 0; j < s.size(); ++j) {
+                const double e = std::exp(s[j] - m);
+                sum += e;
+                for (int32_t x = 0; x < p.hd; ++x)
+                  acc[static_cast<size_t>(x)] += e * p.v[static_cast<size_t>((g * p.cap + rows[j]) * p.hd + x)];
+              }
+              for (double& a : acc) a /= sum;
+              lse_s = m + std::log(sum);
+            }
+            if (i < n_past) {  // merged with the prior output
+              const size_t item = static_cast<size_t>(i * p.n_heads + hh);
+              const double pl = prior_l[item], m = std::max(lse_s, pl);
+              const double ws = s.empty() ? 0.0 : std::exp(lse_s - m), wp = pl == -INFINITY ? 0.0 : std::exp(pl - m);
+              for (int32_t x = 0; x < p.hd; ++x)
+                acc[static_cast<size_t>(x)] = (acc[static_cast<size_t>(x)] * ws +
+                                               prior_o[item * static_cast<size_t>(p.hd) + static_cast<size_t>(x)] * wp) /
+                                              (ws + wp > 0 ? ws + wp : 1.0);
+              lse_s = ws + wp > 0 ? m + std::log(ws + wp) : -INFINITY;
+            }
+            want_o.insert(want_o.end(), acc.begin(), acc.end());
+            if (lse_s == -INFINITY) {
+              EXPECT_EQ(got, -INFINITY) << where << ", row " << i << " head " << hh << ": no key";
+              continue;
+            }
+            got_l.push_back(got);
+            want_l.push_back(lse_s);
+          }
+        EXPECT_GT(supplemented, 0) << where << ": the past rows should have unseen keys";
+        const double t = tol(1e-5, device_attention_tol(p.type, p.hd));
+        EXPECT_LT(rel_err(o, want_o), t) << where;
+        EXPECT_LT(rel_err(got_l, want_l), t) << where;
+      }
+  }
+}
+
 // ---- vAttention on the backend ----------------------------------------------------------------
 
 // Exact attention of query head hh over `keys` of its KV head, in double: (out, lse), with each

@@ -55,6 +55,19 @@ const int32_t* ints(const tensor& t) {
   if (t.type != dtype::i32) fail(SA_ERR_INTERNAL, "cuda backend: metadata of type %s", traits(t.type).name);
   return ptr<const int32_t>(t);
 }
+
+// The page table of a selection (pages [rankers][select_bound], plan on the device).
+page_table page_table_of(const tensor& pages, int64_t select_bound, const tensor& plan, int32_t page_size,
+                         bool group_mean) {
+  page_table pt;
+  pt.pages = ints(pages);
+  pt.plan = ints(plan);
+  pt.stride = select_bound;
+  pt.page_size = page_size;
+  pt.per_head = group_mean ? 0 : 1;
+  return pt;
+}
+
 bool is_kv_type(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
 
 weight_ref weight_of(const tensor& w) {
@@ -129,6 +142,10 @@ cuda_backend::cuda_backend(int device) : device_(device) {
   // same kernels, so their results must be identical).
   const char* g = std::getenv("SA_CUDA_GRAPHS");
   graphs_ = !(g && std::strcmp(g, "0") == 0);
+  // SA_CUDA_RETRO_ONE_PASS=0 attends RetroAttention's past rows by their own op, after the
+  // decode row's (a diagnostic: the same attention, in the other order of summation).
+  const char* rp = std::getenv("SA_CUDA_RETRO_ONE_PASS");
+  retro_one_pass_ = !(rp && std::strcmp(rp, "0") == 0);
 }
 
 cuda_backend::~cuda_backend() {
@@ -750,12 +767,7 @@ void cuda_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n
     fail(SA_ERR_INTERNAL, "attention_pages: %lld rows, %lld pages per ranker", static_cast<long long>(a.n),
          static_cast<long long>(select_bound));
   a.kv_bound = select_bound * page_size;  // the most keys a ranker reads: the launch shape
-  page_table pt;
-  pt.pages = ints(pages);
-  pt.plan = ints(plan);
-  pt.stride = select_bound;
-  pt.page_size = page_size;
-  pt.per_head = group_mean ? 0 : 1;
+  page_table pt = page_table_of(pages, select_bound, plan, page_size, group_mean);
   pt.masked = masked ? 1 : 0;
   const size_t work = attention_pages_workspace_bytes(a, pt, n_sms_);
   check(launch_attention_pages(a, pt, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_),
@@ -790,6 +802,46 @@ void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, in
   const size_t sets_work = attention_sets_workspace_bytes(a, sets, n_sms_);
   check(launch_attention_sets(a, sets, sets_work ? scratch(k_sets, sets_work) : nullptr, n_sms_, stream_),
         "attention_unseen_pages");
+}
+
+void cuda_backend::attention_pages_window(const tensor& q, const kv_view& kv, int32_t n_heads,
+                                          int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                                          bool group_mean, const tensor& pages, int64_t select_bound,
+                                          const tensor& plan, const tensor& stamps,
+                                          int64_t pages_capacity, const tensor& rows, float scale,
+                                          const tensor& prior_out, const tensor& prior_lse,
+                                          const tensor& out, const tensor& lse, const tensor& keys) {
+  // One pass over the pages for every row where the tensor-core kernel takes them (it merges
+  // the past rows' outputs and stamps the pages as it finishes); else the four ops.
+  attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
+  const page_table pt = page_table_of(pages, select_bound, plan, page_size, group_mean);
+  const int64_t n_past = a.n - 1;
+  if (!retro_one_pass_ || n_past < 1 || n_past > 15 || kv.v_rows ||
+      !attention_pages_window_fits(a, pt, static_cast<int32_t>(n_past))) {
+    backend::attention_pages_window(q, kv, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages, select_bound,
+                                    plan, stamps, pages_capacity, rows, scale, prior_out, prior_lse, out, lse,
+                                    keys);
+    return;
+  }
+  check_plan(plan, "attention_pages_window");
+  const int64_t width = int64_t{n_heads} * head_dim;
+  check_unseen_pages(q.as_2d(width).row_range(0, n_past), n_heads, n_kv_heads, head_dim, page_size, group_mean,
+                     pages, select_bound, plan, stamps, pages_capacity, rows, keys);
+  if (out.elements() != a.n * width || lse.elements() != a.n * n_heads ||
+      prior_out.elements() != n_past * width || prior_lse.elements() != n_past * n_heads)
+    fail(SA_ERR_INTERNAL, "attention_pages_window: outputs for %lld rows", static_cast<long long>(a.n));
+  a.kv_bound = select_bound * page_size;  // the most keys a ranker reads: the launch shape
+  past_rows pr;
+  pr.rows = ints(rows);
+  pr.stamps = ptr<int32_t>(stamps);
+  pr.prior_out = ptr<const float>(prior_out);
+  pr.prior_lse = ptr<const float>(prior_lse);
+  pr.pages_capacity = pages_capacity;
+  pr.keys = reinterpret_cast<int32_t*>(dev(keys));
+  pr.n_past = static_cast<int32_t>(n_past);
+  const size_t work = attention_pages_window_workspace_bytes(a, pt, n_sms_);
+  check(launch_attention_pages_window(a, pt, pr, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_),
+        "attention_pages_window");
 }
 
 void cuda_backend::predict_pages(const tensor& state, int64_t pages_capacity, int32_t n_rankers, float phi,

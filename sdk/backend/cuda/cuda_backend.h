@@ -120,6 +120,13 @@ class cuda_backend final : public backend {
                               const tensor& plan, const tensor& stamps, int64_t pages_capacity,
                               const tensor& rows, float scale, const tensor& out,
                               const tensor& lse, const tensor& keys) override;
+  void attention_pages_window(const tensor& q, const kv_view& kv, int32_t n_heads,
+                              int32_t n_kv_heads, int32_t head_dim, int32_t page_size,
+                              bool group_mean, const tensor& pages, int64_t select_bound,
+                              const tensor& plan, const tensor& stamps, int64_t pages_capacity,
+                              const tensor& rows, float scale, const tensor& prior_out,
+                              const tensor& prior_lse, const tensor& out, const tensor& lse,
+                              const tensor& keys) override;
   void stamp_pages(const tensor& pages, int64_t select_bound, const tensor& plan,
                    int32_t n_rankers, bool every_page, const tensor& stamps,
                    int64_t pages_capacity) override;
@@ -217,6 +224,7 @@ class cuda_backend final : public backend {
   step_counts counts_;
   bool capturing_ = false;
   bool graphs_ = true;
+  bool retro_one_pass_ = true;  // attention_pages_window in one kernel where it fits
   std::unique_ptr<cublaslt> lt_;  // null: the library is off or absent (lt_why_ says which)
   std::string lt_why_;
 };
