@@ -23,6 +23,11 @@
 // short launch. Nor did folding the norm into the quantizing launch pay (one block a row, norm
 // and quantizer: Q8_0 254.1 -> 252.2 tokens/s at depth 0): the quantizer's 16 blocks a row
 // finish sooner than one block doing both.
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "mma.cuh"
 #include "quant_blocks.cuh"
 
 namespace sa::cuda {
@@ -188,6 +193,195 @@ __global__ void quantize_inputs_kernel(const float* x, int64_t n_blocks, int16_t
   if (lane == 0) xd[b] = d;
 }
 
+// ---- f16/bf16 weights, 2 to 8 input rows, on tensor cores ------------------------------------
+// The CUDA-core products above load x once per input row and weight chunk (two rows: 64 bytes
+// of L1 per 16 bytes of weights), which bounds them from two rows on. Here a block of 8 warps
+// takes 16 output rows (a tile) over the whole width, each warp an eighth of its k-blocks of
+// 64 (with 4 warps a q/o product kept too few loads in flight: 16.0 us at 2 rows on an H200,
+// where the CUDA-core kernel took 13.3). Per k-block lane (g, c) loads 32 bytes of tile rows g
+// and g + 8 at k 16c .. 16c + 15 (4 lanes: a 128-byte line of each row) — the A fragments of
+// four m16n8k16 steps under a permutation of k (step s: logical k 2c, 2c + 1 is 16c + 4s, + 1;
+// logical 2c + 8, + 9 is 16c + 4s + 2, + 3) — and the same 16 inputs of input row g, which
+// under that permutation are the B fragments (column n = input row g): x moves once per 16
+// weight rows. The inputs enter the products within 2^-22 of each k-block's largest: for f16
+// weights x is scaled per k-block and input row by a power of two into [2^14, 2^15) and split
+// into hi + lo halves, each k-block's partial sums scaled back as they are added; for bf16
+// weights (f32's range) x is split into hi + mid + lo bf16 parts. The warps' sums meet in
+// shared memory; 128 threads finish a (row, input row) each.
+// Bytes: the weights once; x from L2/L1 (nx rows per block).
+constexpr int k_mma_warps = 8;
+constexpr int k_mma_kb = 64;  // k per block of a lane's loads
+
+template <bool BF16, bool SWIGLU>
+__global__ void __launch_bounds__(k_mma_warps * k_warp) gemv_mma_kernel(const gemv_params p) {
+  pdl_begin();
+  constexpr int WR = SWIGLU ? 2 : 1;  // weight rows per output: (gate, up)
+  constexpr int U = SWIGLU ? 1 : 2;   // k-blocks in flight per lane: 128 bytes of weights
+  const int32_t b = static_cast<int32_t>(blockIdx.x);
+  const int t = SWIGLU ? 0 : (p.n_tasks > 2 && b >= p.first_block[2]) ? 2 : (p.n_tasks > 1 && b >= p.first_block[1]) ? 1 : 0;
+  const int warp = threadIdx.x / k_warp, lane = threadIdx.x % k_warp, g = lane / 4, c = lane % 4;
+  const int64_t rows = t == 0 ? p.rows[0] : t == 1 ? p.rows[1] : p.rows[2];
+  const int32_t first = t == 0 ? p.first_block[0] : t == 1 ? p.first_block[1] : p.first_block[2];
+  float* const y_base = t == 0 ? p.y[0] : t == 1 ? p.y[1] : p.y[2];
+  const int64_t o0 = static_cast<int64_t>(b - first) * 16;
+  wview w[WR];
+  w[0] = t == 0 ? p.w[0] : t == 1 ? p.w[1] : p.w[2];
+  if constexpr (SWIGLU) w[1] = p.w[1];
+  // Tile rows past the end load the last row and are not written.
+  const int64_t r_lo = o0 + g < rows ? o0 + g : rows - 1, r_hi = o0 + g + 8 < rows ? o0 + g + 8 : rows - 1;
+  const bool has_x = g < p.nx;
+  const float* xr = p.x + (has_x ? g : 0) * p.n_in + 16 * c;
+  const int64_t nkb = p.n_in / k_mma_kb, kb0 = nkb * warp / k_mma_warps, kb1 = nkb * (warp + 1) / k_mma_warps;
+  constexpr int STEPS = k_mma_kb / 16, PARTS = BF16 ? 3 : 2;
+
+  float acc[WR][4];
+#pragma unroll
+  for (int a = 0; a < WR; ++a) acc[a][0] = acc[a][1] = acc[a][2] = acc[a][3] = 0.0f;
+  for (int64_t kb = kb0; kb < kb1; kb += U) {
+    uint4 wl[U][WR][2], wh[U][WR][2];
+    float xv[U][16];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (kb + u >= kb1) break;
+      const int64_t byte = ((kb + u) * k_mma_kb + 16 * c) * 2;
+#pragma unroll
+      for (int a = 0; a < WR; ++a)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          wl[u][a][e] = ldw(reinterpret_cast<const uint4*>(w[a].p0 + r_lo * w[a].s0 + byte) + e);
+          wh[u][a][e] = ldw(reinterpret_cast<const uint4*>(w[a].p0 + r_hi * w[a].s0 + byte) + e);
+        }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float4 v = has_x ? ldx4(xr + (kb + u) * k_mma_kb + 4 * e) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        xv[u][4 * e] = v.x, xv[u][4 * e + 1] = v.y, xv[u][4 * e + 2] = v.z, xv[u][4 * e + 3] = v.w;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (kb + u >= kb1) break;
+      // B fragments per step s and part: {x[4s], x[4s + 1]}, {x[4s + 2], x[4s + 3]}.
+      uint32_t bf[STEPS][PARTS][2];
+      float inv0 = 1.0f, inv1 = 1.0f;  // f16: the scales of input rows 2c and 2c + 1
+      if constexpr (BF16) {
+#pragma unroll
+        for (int s = 0; s < STEPS; ++s)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float r0 = xv[u][4 * s + 2 * h], r1 = xv[u][4 * s + 2 * h + 1];
+#pragma unroll
+            for (int part = 0; part < PARTS; ++part) {
+              const __nv_bfloat162 v = __floats2bfloat162_rn(r0, r1);
+              bf[s][part][h] = *reinterpret_cast<const uint32_t*>(&v);
+              r0 -= __low2float(v);
+              r1 -= __high2float(v);
+            }
+          }
+      } else {
+        float m = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 16; ++e) m = fmaxf(m, fabsf(xv[u][e]));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        int ex = static_cast<int>((__float_as_uint(m) >> 23) & 0xFFu) - 127;  // m in [2^ex, 2^(ex + 1))
+        ex = ex < -100 ? -100 : ex;  // zeros and tiny inputs: any finite scale
+        const float sc = __uint_as_float(static_cast<uint32_t>(127 + 14 - ex) << 23);
+        const float inv = __uint_as_float(static_cast<uint32_t>(127 - 14 + ex) << 23);
+        inv0 = __shfl_sync(0xffffffffu, inv, 8 * c);
+        inv1 = __shfl_sync(0xffffffffu, inv, 8 * c + 4);
+#pragma unroll
+        for (int s = 0; s < STEPS; ++s)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float r0 = xv[u][4 * s + 2 * h] * sc, r1 = xv[u][4 * s + 2 * h + 1] * sc;
+            const __half2 hi = __floats2half2_rn(r0, r1);
+            const float2 back = __half22float2(hi);
+            const __half2 lo = __floats2half2_rn(r0 - back.x, r1 - back.y);
+            bf[s][0][h] = *reinterpret_cast<const uint32_t*>(&hi);
+            bf[s][1][h] = *reinterpret_cast<const uint32_t*>(&lo);
+          }
+      }
+#pragma unroll
+      for (int a = 0; a < WR; ++a) {
+        // Step s reads the lane's weights 4s .. 4s + 3: register s of its 8 (two uint4).
+        const uint32_t lo_r[8] = {wl[u][a][0].x, wl[u][a][0].y, wl[u][a][0].z, wl[u][a][0].w,
+                                  wl[u][a][1].x, wl[u][a][1].y, wl[u][a][1].z, wl[u][a][1].w};
+        const uint32_t hi_r[8] = {wh[u][a][0].x, wh[u][a][0].y, wh[u][a][0].z, wh[u][a][0].w,
+                                  wh[u][a][1].x, wh[u][a][1].y, wh[u][a][1].z, wh[u][a][1].w};
+        float part_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float(&dst)[4] = BF16 ? acc[a] : part_sum;
+#pragma unroll
+        for (int s = 0; s < STEPS; ++s) {
+          const uint32_t af[4] = {lo_r[2 * s], hi_r[2 * s], lo_r[2 * s + 1], hi_r[2 * s + 1]};
+#pragma unroll
+          for (int part = 0; part < PARTS; ++part) mma_16816<BF16>(dst, af, bf[s][part][0], bf[s][part][1]);
+        }
+        if constexpr (!BF16) {
+          acc[a][0] = fmaf(part_sum[0], inv0, acc[a][0]);
+          acc[a][1] = fmaf(part_sum[1], inv1, acc[a][1]);
+          acc[a][2] = fmaf(part_sum[2], inv0, acc[a][2]);
+          acc[a][3] = fmaf(part_sum[3], inv1, acc[a][3]);
+        }
+      }
+    }
+  }
+  // C fragments: (row g, input rows 2c, 2c + 1) and (row g + 8, the same).
+  __shared__ float red[k_mma_warps][WR][16][8];
+#pragma unroll
+  for (int a = 0; a < WR; ++a) {
+    red[warp][a][g][2 * c] = acc[a][0];
+    red[warp][a][g][2 * c + 1] = acc[a][1];
+    red[warp][a][g + 8][2 * c] = acc[a][2];
+    red[warp][a][g + 8][2 * c + 1] = acc[a][3];
+  }
+  __syncthreads();
+  const int r = threadIdx.x / 8, i = threadIdx.x % 8;
+  if (r >= 16 || o0 + r >= rows || i >= p.nx) return;
+  float sum[WR];
+#pragma unroll
+  for (int a = 0; a < WR; ++a) {
+    sum[a] = 0.0f;
+#pragma unroll
+    for (int v = 0; v < k_mma_warps; ++v) sum[a] += red[v][a][r][i];
+  }
+  float* y = y_base + i * rows + o0 + r;
+  if constexpr (SWIGLU)
+    *y = sum[0] / (1.0f + expf(-sum[0])) * sum[WR - 1];
+  else if (p.ep == epilogue::accumulate)
+    *y += sum[0];
+  else
+    *y = sum[0];
+}
+
+// Whether f16/bf16 products of several rows take the tensor cores (SA_CUDA_GEMV_MMA=0: the
+// CUDA-core kernel, a diagnostic).
+bool few_rows_on_tensor_cores() {
+  static const bool on = [] {
+    const char* e = std::getenv("SA_CUDA_GEMV_MMA");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+template <bool BF16>
+cudaError_t run_mma(gemv_params& p, cudaStream_t s) {
+  const bool swiglu = p.ep == epilogue::swiglu;
+  const int tasks = swiglu ? 1 : p.n_tasks;
+  int32_t blocks = 0;
+  for (int t = 0; t < tasks; ++t) {
+    p.first_block[t] = blocks;
+    blocks += static_cast<int32_t>(ceil_div(p.rows[t], 16));
+  }
+  p.first_block[tasks] = blocks;
+  if (blocks == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(blocks)), block(k_mma_warps * k_warp);
+  if (swiglu)
+    launch_kernel(gemv_mma_kernel<BF16, true>, grid, block, 0, s, p);
+  else
+    launch_kernel(gemv_mma_kernel<BF16, false>, grid, block, 0, s, p);
+  return cudaGetLastError();
+}
+
 template <typename W, int OUTS, int NX, int UCAP = 16>
 cudaError_t run(gemv_params& p, void* inputs, cudaStream_t s) {
   if constexpr (W::int16_inputs) {
@@ -235,6 +429,8 @@ cudaError_t run_rows(gemv_params& p, void* inputs, cudaStream_t s, bool pairs) {
       if (pairs) return run<W, 2, 1>(p, inputs, s);
     return run<W, 1, 1>(p, inputs, s);
   }
+  if constexpr (std::is_same_v<W, wc_half<false>> || std::is_same_v<W, wc_half<true>>)
+    if (p.n_in % k_mma_kb == 0 && few_rows_on_tensor_cores()) return run_mma<std::is_same_v<W, wc_half<true>>>(p, s);
   if constexpr (!W::int16_inputs)
     if (p.nx == 2) return run<W, 1, 2, 4>(p, inputs, s);
   if (p.nx == 2) return run<W, 2, 2>(p, inputs, s);

@@ -195,7 +195,7 @@ product_case expect_matmul(harness& h, const tensor& w, const std::vector<float>
 TEST_P(ops, matmul_matches_double_reference_on_stored_weights_for_every_type) {
   for (dtype type : k_weight_types) {
     const int64_t block = sa::traits(type).block_elems;
-    const int64_t n_in = block == 256 ? 512 : 96, n_out = 37;
+    const int64_t n_in = block == 256 ? 512 : 128, n_out = 37;
     for (int64_t n_rows : {1, 2, 5, 17, 70}) {
       harness h(GetParam());
       std::vector<float> wd;
