@@ -142,8 +142,8 @@ cuda_backend::cuda_backend(int device) : device_(device) {
   // same kernels, so their results must be identical).
   const char* g = std::getenv("SA_CUDA_GRAPHS");
   graphs_ = !(g && std::strcmp(g, "0") == 0);
-  // SA_CUDA_RETRO_ONE_PASS=0 attends RetroAttention's past rows by their own op, after the
-  // decode row's (a diagnostic: the same attention, in the other order of summation).
+  // SA_CUDA_RETRO_ONE_PASS=0 corrects RetroAttention's past rows by their own ops, after the
+  // decode row's attention (a diagnostic: the same results, summed in another order).
   const char* rp = std::getenv("SA_CUDA_RETRO_ONE_PASS");
   retro_one_pass_ = !(rp && std::strcmp(rp, "0") == 0);
 }
