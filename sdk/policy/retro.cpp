@@ -38,8 +38,7 @@ retro::window_tensors retro::window_ops(int32_t layer) const {
 }
 
 void retro::correct(int32_t layer, const tensor& q_past, const kv_view& kv, const page_selection& sel,
-                    bool dense, float scale, const tensor& att_past, const tensor& lse_past, bool corrected) {
-  if (corrected) return;
+                    bool dense, float scale, const tensor& att_past, const tensor& lse_past) {
   const int64_t n = held();
   const window_tensors w = window_ops(layer);
   if (n > 0) {

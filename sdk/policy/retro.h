@@ -57,10 +57,9 @@ class retro {
   // Layer `layer`, after the current row's attention: writes the past rows' corrected outputs
   // into att_past [held][n_heads][head_dim], lse_past [held][n_heads] and stamps the pages the
   // current row loaded (sel; with dense, every page). q_past: the past rows' queries, rotated.
-  // `corrected`: attention_pages_window with window_ops(layer) did all of it already.
+  // (attention_pages_window with window_ops(layer) does all of this in one op instead.)
   void correct(int32_t layer, const tensor& q_past, const kv_view& kv, const page_selection& sel,
-               bool dense, float scale, const tensor& att_past, const tensor& lse_past,
-               bool corrected = false);
+               bool dense, float scale, const tensor& att_past, const tensor& lse_past);
   // What attention_pages_window takes for layer `layer`: the stamps, the past rows' positions,
   // their cached outputs and where the counts of their supplemented keys go.
   struct window_tensors {

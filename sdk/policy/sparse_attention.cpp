@@ -315,8 +315,9 @@ void sparse_attention::attend(int32_t layer, const tensor& q, const kv_view& kv,
                window ? &all : nullptr);
   }
   if (!retro_) return;
-  retro_->correct(layer, q.row_range(0, n - 1), kv, selection(), dense_layer, scale_, out.row_range(0, n - 1),
-                  lse.row_range(0, n - 1), window);
+  if (!window)
+    retro_->correct(layer, q.row_range(0, n - 1), kv, selection(), dense_layer, scale_, out.row_range(0, n - 1),
+                    lse.row_range(0, n - 1));
   retro_->keep(layer, out, lse);
 }
 
