@@ -138,59 +138,23 @@ __global__ void rope_kernel(float* x, int64_t n, int32_t n_heads, int32_t head_d
   }
 }
 
-// With PAGE (one row): the thread of a KV head's dims (a, b) then recomputes those two dims of
-// the summaries of the page holding key plan[0] - 1 (max and min over the page's keys, as
-// summarize_kernel does). Its own key's dims are the only ones written in this kernel that it
-// reads, so no other thread is waited for. Bytes added: up to page_size - 1 earlier keys of the
-// page (in L2: written by the steps just before) and 2 * head_dim summary elements a KV head.
-template <typename T, typename S, bool PAGE>
-__global__ void rope_store_kv_kernel(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
-                                     int32_t n_kv, int32_t head_dim, const int32_t* positions,
-                                     rope_desc r, typename T::storage* kc, typename T::storage* vc,
-                                     int64_t capacity, const int32_t* slots, newest_page_desc page) {
-  pdl_begin();
-  // one thread per (row, head of q or kv, slot): q heads are rotated in place; kv heads rotate
-  // k (in place, and into the cache at slots[row]) and copy v's same two dims into its cache.
-  const int32_t n_slots = head_dim / 2;
-  const int32_t heads = n_heads + n_kv;
-  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (t >= n * heads * n_slots) return;
-  const int32_t p = static_cast<int32_t>(t % n_slots);
-  const int32_t h = static_cast<int32_t>((t / n_slots) % heads);
-  const int64_t row = t / (static_cast<int64_t>(n_slots) * heads);
-  const rope_slot d = slot_dims(r, p);
-  float c = 1.0f, s = 0.0f;
-  if (d.rotate) angle(r, p, positions[row], c, s);
-  if (h < n_heads) {
-    if (!d.rotate) return;
-    float* qv = q + (row * n_heads + h) * head_dim;
-    float x0 = qv[d.a], x1 = qv[d.b];
-    rotate(x0, x1, c, s);
-    qv[d.a] = x0;
-    qv[d.b] = x1;
-    return;
-  }
-  const int32_t g = h - n_heads;
-  float* kv = k + (row * n_kv + g) * head_dim;
-  float x0 = kv[d.a], x1 = kv[d.b];
-  if (d.rotate) {
-    rotate(x0, x1, c, s);
-    kv[d.a] = x0;
-    kv[d.b] = x1;
-  }
-  const int64_t at = (static_cast<int64_t>(g) * capacity + slots[row]) * head_dim;
-  kc[at + d.a] = T::from(x0);
-  kc[at + d.b] = T::from(x1);
-  const float* vv = v + (row * n_kv + g) * head_dim;
-  vc[at + d.a] = T::from(vv[d.a]);
-  vc[at + d.b] = T::from(vv[d.b]);
-  if constexpr (PAGE) {
-    const int64_t n_keys = page.plan[0];
-    if (n_keys < 1) return;
-    const int64_t p0 = (n_keys - 1) / page.page_size;
-    const typename T::storage* kg = kc + static_cast<int64_t>(g) * capacity * head_dim;
+// With PAGE the rows are the last n keys, n_keys - n .. n_keys - 1 (n_keys = plan[0]: the
+// decode row, or a RetroAttention window rewriting its past rows with the new one): the thread
+// of a KV head's dims (a, b) writes those dims of every row, then recomputes them in the
+// summaries of the pages holding the rows (max and min over each page's keys, as
+// summarize_kernel does). The dims it reads back were written by no other thread of this
+// kernel, so none is waited for. Bytes added: the earlier keys of those pages (in L2: written by
+// the steps just before) and 2 * head_dim summary elements a page and KV head.
+template <typename T, typename S>
+__device__ void summarize_rows_pages(const typename T::storage* kg, int32_t head_dim, rope_slot d, int64_t n,
+                                     int32_t g, const newest_page_desc& page) {
+  const int64_t n_keys = page.plan[0];
+  if (n_keys < 1) return;
+  const int64_t ps = page.page_size;
+  for (int64_t p0 = (n_keys - n > 0 ? n_keys - n : 0) / ps; p0 * ps < n_keys; ++p0) {
     float hi_a = -INFINITY, lo_a = INFINITY, hi_b = -INFINITY, lo_b = INFINITY;
-    for (int64_t key = p0 * page.page_size; key < n_keys; ++key) {
+    const int64_t end = (p0 + 1) * ps < n_keys ? (p0 + 1) * ps : n_keys;
+    for (int64_t key = p0 * ps; key < end; ++key) {
       const float xa = T::load(kg + key * head_dim + d.a), xb = T::load(kg + key * head_dim + d.b);
       hi_a = fmaxf(hi_a, xa);
       lo_a = fminf(lo_a, xa);
@@ -205,6 +169,55 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, int64_t
     mx[d.b] = S::from(hi_b);
     mn[d.b] = S::from(lo_b);
   }
+}
+
+template <typename T, typename S, bool PAGE>
+__global__ void rope_store_kv_kernel(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
+                                     int32_t n_kv, int32_t head_dim, const int32_t* positions,
+                                     rope_desc r, typename T::storage* kc, typename T::storage* vc,
+                                     int64_t capacity, const int32_t* slots, newest_page_desc page) {
+  pdl_begin();
+  // one thread per (row, head of q or kv, slot): q heads are rotated in place; kv heads rotate
+  // k (in place, and into the cache at slots[row]) and copy v's same two dims into its cache
+  // (with PAGE, row 0's thread does so for every row).
+  const int32_t n_slots = head_dim / 2;
+  const int32_t heads = n_heads + n_kv;
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= n * heads * n_slots) return;
+  const int32_t p = static_cast<int32_t>(t % n_slots);
+  const int32_t h = static_cast<int32_t>((t / n_slots) % heads);
+  const int64_t row = t / (static_cast<int64_t>(n_slots) * heads);
+  const rope_slot d = slot_dims(r, p);
+  float c = 1.0f, s = 0.0f;
+  if (h < n_heads) {
+    if (!d.rotate) return;
+    angle(r, p, positions[row], c, s);
+    float* qv = q + (row * n_heads + h) * head_dim;
+    float x0 = qv[d.a], x1 = qv[d.b];
+    rotate(x0, x1, c, s);
+    qv[d.a] = x0;
+    qv[d.b] = x1;
+    return;
+  }
+  if (PAGE && row > 0) return;
+  const int32_t g = h - n_heads;
+  for (int64_t i = PAGE ? 0 : row; i < (PAGE ? n : row + 1); ++i) {
+    if (d.rotate) angle(r, p, positions[i], c, s);
+    float* kv = k + (i * n_kv + g) * head_dim;
+    float x0 = kv[d.a], x1 = kv[d.b];
+    if (d.rotate) {
+      rotate(x0, x1, c, s);
+      kv[d.a] = x0;
+      kv[d.b] = x1;
+    }
+    const int64_t at = (static_cast<int64_t>(g) * capacity + slots[i]) * head_dim;
+    kc[at + d.a] = T::from(x0);
+    kc[at + d.b] = T::from(x1);
+    const float* vv = v + (i * n_kv + g) * head_dim;
+    vc[at + d.a] = T::from(vv[d.a]);
+    vc[at + d.b] = T::from(vv[d.b]);
+  }
+  if constexpr (PAGE) summarize_rows_pages<T, S>(kc + static_cast<int64_t>(g) * capacity * head_dim, head_dim, d, n, g, page);
 }
 
 template <typename T>
@@ -357,7 +370,6 @@ cudaError_t launch_rope_store_kv(float* q, float* k, const float* v, int64_t n, 
                                  const newest_page_desc* page) {
   const int64_t total = n * (n_heads + n_kv_heads) * (head_dim / 2);
   if (total <= 0) return cudaSuccess;
-  if (page && n != 1) return cudaErrorInvalidValue;
   const newest_page_desc none;
   return with_summary_types(kv_type, page ? page->sum_type : etype::f32, [&](auto t, auto u) {
     using T = decltype(t);

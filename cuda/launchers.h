@@ -59,10 +59,10 @@ cudaError_t launch_add_bias(float* y, const float* b, int64_t rows, int64_t cols
 cudaError_t launch_store_kv(void* cache, etype kv_type, int64_t capacity, const float* src,
                             const int32_t* slots, int64_t n, int32_t n_kv_heads, int32_t head_dim,
                             cudaStream_t s);
-// The page summaries a one-row rope_store_kv recomputes after its write (Quest's pages following
-// their keys), as launch_summarize_newest_page does: the page of key plan[0] - 1, element-wise
-// max and min of its keys [n_kv_heads][pages_capacity][2][head_dim] in sum_type (f32 or the
-// cache's type).
+// The page summaries rope_store_kv recomputes after its write of the last n keys (Quest's pages
+// following their keys), as launch_summarize_newest_page does for each: the pages holding keys
+// plan[0] - n .. plan[0] - 1, element-wise max and min of their keys
+// [n_kv_heads][pages_capacity][2][head_dim] in sum_type (f32 or the cache's type).
 struct newest_page_desc {
   void* summaries = nullptr;
   etype sum_type = etype::f32;
@@ -70,8 +70,9 @@ struct newest_page_desc {
   int32_t page_size = 0;
   const int32_t* plan = nullptr;
 };
-// rope(q), rope(k) in place, then k and v stored at slots (one kernel); with `page` (n = 1 only),
-// that page's summaries recomputed in the same kernel.
+// rope(q), rope(k) in place, then k and v stored at slots (one kernel); with `page` (the rows
+// are the last n keys: slots plan[0] - n .. plan[0] - 1), their pages' summaries recomputed in
+// the same kernel.
 cudaError_t launch_rope_store_kv(float* q, float* k, const float* v, int64_t n, int32_t n_heads,
                                  int32_t n_kv_heads, int32_t head_dim, const int32_t* positions,
                                  const rope_desc& r, void* k_cache, void* v_cache, etype kv_type,

@@ -121,6 +121,22 @@ void backend::attention_unseen_pages(const tensor&, const kv_view&, int32_t, int
   fail(SA_ERR_UNSUPPORTED, "attention_unseen_pages (RetroAttention) is not implemented on the %s backend", name());
 }
 
+void backend::rope_store_kv_summarized(const tensor& q, const tensor& k, const tensor& v, int32_t n_heads,
+                                       int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
+                                       const rope_params& p, const tensor& k_cache, const tensor& v_cache,
+                                       int64_t capacity, const tensor& slots, const newest_page& page) {
+  rope_store_kv(q, k, v, n_heads, n_kv_heads, head_dim, positions, p, k_cache, v_cache, capacity, slots);
+  if (positions.elements() == 1) {
+    summarize_newest_page(k_cache, capacity, page.page_size, page.plan, page.summaries, page.pages_capacity);
+    return;
+  }
+  if (page.row_plans.empty())
+    fail(SA_ERR_INTERNAL, "rope_store_kv_summarized: %lld rows and no plans for their pages",
+         static_cast<long long>(positions.elements()));
+  for (const tensor& plan : page.row_plans)
+    summarize_newest_page(k_cache, capacity, page.page_size, plan, page.summaries, page.pages_capacity);
+}
+
 void backend::attention_pages_window(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                                      int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
                                      int64_t select_bound, const tensor& plan, const tensor& stamps,

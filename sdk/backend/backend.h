@@ -97,7 +97,7 @@ struct kv_view {
   int64_t capacity = 0;            // rows per head of k (and of v when v_capacity is 0)
   int64_t v_capacity = 0;          // rows per head of v; 0 = capacity
   const tensor* v_rows = nullptr;  // i32 [n_keys] or nullptr
-  bool newest_page_summarized = false;  // the write recomputed the newest page's summaries
+  bool newest_page_summarized = false;  // the write recomputed its rows' pages' summaries
 };
 
 // Optional output of attention: the attention mass each key received, summed over the batch
@@ -339,24 +339,26 @@ class backend {
   virtual void summarize_newest_page(const tensor& k, int64_t capacity, int32_t page_size,
                                      const tensor& plan, const tensor& summaries,
                                      int64_t pages_capacity) = 0;
-  // The decode row's write and its page's summaries in one: rope_store_kv of one row (n = 1),
-  // then summarize_newest_page(k_cache, capacity, page.page_size, page.plan, page.summaries,
-  // page.pages_capacity). Backends fuse the two where they can (CUDA: one kernel); by default
-  // they run one after the other.
+  // A write of the last n keys and their pages' summaries in one: rope_store_kv of n rows at
+  // slots n_keys - n .. n_keys - 1 (n_keys = page.plan[0]: the decode row, n = 1, or a
+  // RetroAttention window rewriting its past rows with the new one), then the summaries of the
+  // pages holding them: summarize_newest_page(k_cache, capacity, page.page_size, plan,
+  // page.summaries, page.pages_capacity) for plan = page.plan when n = 1, else for each of
+  // page.row_plans (plans, in the step buffer, each ending at one of those pages; together they
+  // cover every page the rows touch). Backends fuse the two where they can (CUDA: one kernel,
+  // which reads plan[0] alone); by default they run one after the other.
   struct newest_page {
     const tensor& summaries;  // of this layer
     int64_t pages_capacity;
     int32_t page_size;
     const tensor& plan;
+    std::span<const tensor> row_plans = {};  // n > 1
   };
   virtual void rope_store_kv_summarized(const tensor& q, const tensor& k, const tensor& v,
                                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                         const tensor& positions, const rope_params& p,
                                         const tensor& k_cache, const tensor& v_cache,
-                                        int64_t capacity, const tensor& slots, const newest_page& page) {
-    rope_store_kv(q, k, v, n_heads, n_kv_heads, head_dim, positions, p, k_cache, v_cache, capacity, slots);
-    summarize_newest_page(k_cache, capacity, page.page_size, page.plan, page.summaries, page.pages_capacity);
-  }
+                                        int64_t capacity, const tensor& slots, const newest_page& page);
 
   // Quest's selection: for every ranker (as in page_scores: query heads, or KV heads with
   // their group's mean query, u = (sum of the group's queries) * (1 / group)), the scores of

@@ -89,7 +89,7 @@ batch_meta dense_memory::begin(const batch& b, step_buffer& step) {
 kv_view dense_memory::write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
                             const batch_meta& m, const backend::newest_page* page) {
   const size_t l = static_cast<size_t>(layer);
-  if (page && m.n == 1) {
+  if (page) {
     be_.rope_store_kv_summarized(q, k, v, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, m.positions,
                                  rope_, k_[l], v_[l], capacity_, m.slots, *page);
     kv_view kv = view(layer);

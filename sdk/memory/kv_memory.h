@@ -75,8 +75,9 @@ class kv_memory {
   virtual batch_meta begin(const batch& b, step_buffer& step) = 0;
   // q [n][n_heads][head_dim], k, v [n][n_kv_heads][head_dim] (not rotated): rotates q and k in
   // place to the batch's positions, keeps K/V in layer `layer`, and returns what that layer's
-  // attention reads (valid until the next write). With `page` (a decode row's Quest summaries),
-  // a memory may recompute the page of its newest key in the same pass and say so in the view
+  // attention reads (valid until the next write). With `page` (Quest's summaries of the pages
+  // holding the batch's rows, when they are the last m.n keys: a decode row or a RetroAttention
+  // window), a memory may recompute those pages in the same pass and say so in the view
   // (newest_page_summarized); one that does not leaves it to the caller.
   virtual kv_view write(int32_t layer, const tensor& q, const tensor& k, const tensor& v,
                         const batch_meta& m, const backend::newest_page* page = nullptr) = 0;

@@ -153,27 +153,36 @@ bool sparse_attention::appends_newest_key(const batch_meta& m) const {
          m.first_slot + 1 == m.end_slot;
 }
 
+bool sparse_attention::rewrites_window(const batch_meta& m) const {
+  return kind_ == batch_kind::retro && selects_on_backend() && m.end_slot == m.n_keys &&
+         m.first_slot == m.n_keys - m.n;
+}
+
 std::optional<backend::newest_page> sparse_attention::newest_page(int32_t layer, const batch_meta& m) const {
-  if (!appends_newest_key(m)) return std::nullopt;
-  return backend::newest_page{summaries_.layer(layer), summaries_.pages_capacity(), c_.page_size, plan_t_};
+  if (appends_newest_key(m))
+    return backend::newest_page{summaries_.layer(layer), summaries_.pages_capacity(), c_.page_size, plan_t_};
+  if (rewrites_window(m))
+    return backend::newest_page{summaries_.layer(layer), summaries_.pages_capacity(), c_.page_size, plan_t_,
+                                window_plans_};
+  return std::nullopt;
 }
 
 void sparse_attention::refresh(int32_t layer, const kv_view& kv, const batch_meta& m) {
   // A retro batch rewrote its past rows' keys too: their pages are recomputed with the new one's,
-  // from plans in the step buffer (a recorded step must not carry this step's slots).
+  // from plans in the step buffer (a recorded step must not carry this step's slots). Nothing
+  // is left to do where the memory's write recomputed them (kv.newest_page_summarized).
   if (appends_newest_key(m)) {
-    // The decode row appended key n_keys - 1: its page, located from the plan (unless the
-    // memory's write recomputed it already).
+    // The decode row appended key n_keys - 1: its page, located from the plan.
     if (!kv.newest_page_summarized)
       be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan_t_, summaries_.layer(layer),
                                 summaries_.pages_capacity());
     return;
   }
-  if (kind_ == batch_kind::retro && selects_on_backend() && m.end_slot == m.n_keys &&
-      m.first_slot == m.n_keys - m.n) {
-    for (const tensor& plan : window_plans_)
-      be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan, summaries_.layer(layer),
-                                summaries_.pages_capacity());
+  if (rewrites_window(m)) {
+    if (!kv.newest_page_summarized)
+      for (const tensor& plan : window_plans_)
+        be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan, summaries_.layer(layer),
+                                  summaries_.pages_capacity());
     return;
   }
   summaries_.refresh(layer, *kv.k, kv.capacity, m.first_slot, m.end_slot, m.n_keys);

@@ -64,8 +64,9 @@ class sparse_attention {
   // may be recorded and replayed; the key tells dense-budget steps apart), and 0 when host-side
   // selection runs in it.
   uint64_t begin(batch_kind kind, const batch_meta& m);
-  // A decode row that selects on the backend appends key n_keys - 1: the summaries of its page,
-  // for the memory to recompute with its write (kv_memory::write); none for other batches.
+  // A decode row that selects on the backend appends key n_keys - 1, and a RetroAttention
+  // window rewrites the last m.n keys: the summaries of their pages, for the memory to
+  // recompute with its write (kv_memory::write); none for other batches.
   std::optional<backend::newest_page> newest_page(int32_t layer, const batch_meta& m) const;
   // The batch wrote slots [m.first_slot, m.end_slot) of the layer: recompute their pages
   // (nothing where the write did, kv.newest_page_summarized).
@@ -135,6 +136,8 @@ class sparse_attention {
   bool selects_on_backend() const { return c_.method == sparse_method::quest || samples_on_backend(); }
   // A decode row selecting on the backend that appends key n_keys - 1.
   bool appends_newest_key(const batch_meta& m) const;
+  // A RetroAttention batch selecting on the backend that rewrites the last m.n keys.
+  bool rewrites_window(const batch_meta& m) const;
   // vAttention on the backend: the step's pilot, budget and sample for one layer.
   void vattention_on_backend(int32_t layer, const tensor& q, const kv_view& kv, const tensor& out,
                              const tensor& lse);

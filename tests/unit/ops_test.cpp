@@ -1471,60 +1471,75 @@ TEST_P(ops, summarize_newest_page_recomputes_the_page_of_the_newest_key) {
   }
 }
 
-// The decode row's write with its page summaries (fused on CUDA): the caches and q equal
-// rope_store_kv's on the same backend bit for bit, and the newest page's summaries equal the
-// max and min of its keys as they stand in the cache afterwards (computed here); every other
-// page keeps what it held.
-TEST_P(ops, rope_store_kv_summarized_writes_the_row_and_its_page) {
+// The write of the last n keys with their pages' summaries (fused on CUDA): the decode row
+// (n = 1) and RetroAttention windows (n = 2 across a page boundary where the case allows, 5):
+// the caches and q equal rope_store_kv's on the same backend bit for bit, and the summaries of
+// the pages holding the rows equal the max and min of their keys as they stand in the cache
+// afterwards (computed here); every other page keeps what it held.
+TEST_P(ops, rope_store_kv_summarized_writes_the_rows_and_their_pages) {
   for (int c = 0; c <= k_page_cases; ++c) {
     const page_problem p = page_case(c);
-    harness h(GetParam());
     const int32_t n_heads = p.n_heads, n_kv = p.n_kv_heads;
-    const int32_t slot = static_cast<int32_t>(p.n_keys - 1);
-    const std::vector<float> q = random_vec(static_cast<size_t>(n_heads * p.hd), 400 + c);
-    const std::vector<float> k = random_vec(static_cast<size_t>(n_kv * p.hd), 410 + c, 0.7f);
-    const std::vector<float> v = random_vec(static_cast<size_t>(n_kv * p.hd), 420 + c);
-    sa::rope_params rp;
-    rp.mode = sa::rope_mode::neox;
-    rp.n_rot = p.hd % 4 == 0 ? p.hd - 2 : p.hd;  // a partial rotation where the shape allows
-    rp.freq_base = 500000.0f;
-    const tensor pos = h.ints({slot + 3}), slots = h.ints({slot});
-    // The reference: the unfused write on the same backend.
-    const tensor q0 = h.upload(q, n_heads * p.hd, 1), k0 = h.upload(k, n_kv * p.hd, 1), v0 = h.upload(v, n_kv * p.hd, 1);
-    const tensor kc0 = h.upload(p.k, p.hd, n_kv * p.cap, p.type), vc0 = h.upload(p.v, p.hd, n_kv * p.cap, p.type);
-    h.be->rope_store_kv(q0, k0, v0, n_heads, n_kv, p.hd, pos, rp, kc0, vc0, p.cap, slots);
-    const std::vector<float> want_q = h.download(q0), want_k = h.download(kc0), want_v = h.download(vc0);
-    for (dtype sum_type : summary_types(h, p.type)) {
-      const tensor q1 = h.upload(q, n_heads * p.hd, 1), k1 = h.upload(k, n_kv * p.hd, 1), v1 = h.upload(v, n_kv * p.hd, 1);
-      const tensor kc = h.upload(p.k, p.hd, n_kv * p.cap, p.type), vc = h.upload(p.v, p.hd, n_kv * p.cap, p.type);
-      const std::vector<float> stale(static_cast<size_t>(n_kv * p.pages_cap * 2 * p.hd), 5.0f);
-      const tensor sum = h.upload(stale, p.hd, n_kv * p.pages_cap * 2, sum_type);
-      const tensor plan = h.ints(p.plan());
-      h.be->rope_store_kv_summarized(q1, k1, v1, n_heads, n_kv, p.hd, pos, rp, kc, vc, p.cap, slots,
-                                     sa::backend::newest_page{sum, p.pages_cap, p.page, plan});
-      const char* what = sa::traits(sum_type).name;
-      ASSERT_EQ(h.download(q1), want_q) << "case " << c << ", " << what;
-      const std::vector<float> kg = h.download(kc), got = h.download(sum);
-      ASSERT_EQ(kg, want_k) << "case " << c << ", " << what;
-      ASSERT_EQ(h.download(vc), want_v) << "case " << c << ", " << what;
-      const int64_t last = p.n_pages - 1;
-      for (int32_t g = 0; g < n_kv; ++g)
-        for (int64_t pg = 0; pg < p.pages_cap; ++pg)
-          for (int32_t x = 0; x < p.hd; ++x) {
-            float hi = 5.0f, lo = 5.0f;
-            if (pg == last) {
-              hi = -INFINITY;
-              lo = INFINITY;
-              for (int64_t key = last * p.page; key < p.n_keys; ++key) {
-                const float e = kg[static_cast<size_t>((g * p.cap + key) * p.hd + x)];
-                hi = std::max(hi, e);
-                lo = std::min(lo, e);
+    for (int32_t n : {1, 2, 5}) {
+      harness h(GetParam());
+      const int64_t first = p.n_keys - n;
+      std::vector<int32_t> slot_ids, positions;
+      for (int32_t i = 0; i < n; ++i) {
+        slot_ids.push_back(static_cast<int32_t>(first + i));
+        positions.push_back(static_cast<int32_t>(first + i + 3));
+      }
+      const std::vector<float> q = random_vec(static_cast<size_t>(n * n_heads * p.hd), 400 + c);
+      const std::vector<float> k = random_vec(static_cast<size_t>(n * n_kv * p.hd), 410 + c, 0.7f);
+      const std::vector<float> v = random_vec(static_cast<size_t>(n * n_kv * p.hd), 420 + c);
+      sa::rope_params rp;
+      rp.mode = sa::rope_mode::neox;
+      rp.n_rot = p.hd % 4 == 0 ? p.hd - 2 : p.hd;  // a partial rotation where the shape allows
+      rp.freq_base = 500000.0f;
+      const tensor pos = h.ints(positions), slots = h.ints(slot_ids);
+      // The reference: the unfused write on the same backend.
+      const tensor q0 = h.upload(q, n_heads * p.hd, n), k0 = h.upload(k, n_kv * p.hd, n), v0 = h.upload(v, n_kv * p.hd, n);
+      const tensor kc0 = h.upload(p.k, p.hd, n_kv * p.cap, p.type), vc0 = h.upload(p.v, p.hd, n_kv * p.cap, p.type);
+      h.be->rope_store_kv(q0, k0, v0, n_heads, n_kv, p.hd, pos, rp, kc0, vc0, p.cap, slots);
+      const std::vector<float> want_q = h.download(q0), want_k = h.download(kc0), want_v = h.download(vc0);
+      // The pages holding the rows, and a plan ending at each (the default runs
+      // summarize_newest_page on them).
+      const int64_t first_page = first / p.page, last = p.n_pages - 1;
+      std::vector<tensor> row_plans;
+      for (int64_t pg = first_page; pg <= last; ++pg)
+        row_plans.push_back(h.ints({static_cast<int32_t>(std::min((pg + 1) * p.page, p.n_keys)),
+                                    static_cast<int32_t>(pg + 1), 1, 0}));
+      for (dtype sum_type : summary_types(h, p.type)) {
+        const tensor q1 = h.upload(q, n_heads * p.hd, n), k1 = h.upload(k, n_kv * p.hd, n), v1 = h.upload(v, n_kv * p.hd, n);
+        const tensor kc = h.upload(p.k, p.hd, n_kv * p.cap, p.type), vc = h.upload(p.v, p.hd, n_kv * p.cap, p.type);
+        const std::vector<float> stale(static_cast<size_t>(n_kv * p.pages_cap * 2 * p.hd), 5.0f);
+        const tensor sum = h.upload(stale, p.hd, n_kv * p.pages_cap * 2, sum_type);
+        const tensor plan = h.ints(p.plan());
+        h.be->rope_store_kv_summarized(q1, k1, v1, n_heads, n_kv, p.hd, pos, rp, kc, vc, p.cap, slots,
+                                       sa::backend::newest_page{sum, p.pages_cap, p.page, plan, row_plans});
+        const std::string what = std::string("case ") + std::to_string(c) + ", " + std::to_string(n) +
+                                 " rows, " + sa::traits(sum_type).name;
+        ASSERT_EQ(h.download(q1), want_q) << what;
+        const std::vector<float> kg = h.download(kc), got = h.download(sum);
+        ASSERT_EQ(kg, want_k) << what;
+        ASSERT_EQ(h.download(vc), want_v) << what;
+        for (int32_t g = 0; g < n_kv; ++g)
+          for (int64_t pg = 0; pg < p.pages_cap; ++pg)
+            for (int32_t x = 0; x < p.hd; ++x) {
+              float hi = 5.0f, lo = 5.0f;
+              if (pg >= first_page && pg <= last) {
+                hi = -INFINITY;
+                lo = INFINITY;
+                for (int64_t key = pg * p.page; key < std::min((pg + 1) * p.page, p.n_keys); ++key) {
+                  const float e = kg[static_cast<size_t>((g * p.cap + key) * p.hd + x)];
+                  hi = std::max(hi, e);
+                  lo = std::min(lo, e);
+                }
               }
+              const size_t i = static_cast<size_t>((g * p.pages_cap + pg) * 2 * p.hd + x);
+              ASSERT_EQ(got[i], hi) << what << " head " << g << " page " << pg << " max";
+              ASSERT_EQ(got[i + static_cast<size_t>(p.hd)], lo) << what << " head " << g << " page " << pg << " min";
             }
-            const size_t i = static_cast<size_t>((g * p.pages_cap + pg) * 2 * p.hd + x);
-            ASSERT_EQ(got[i], hi) << "case " << c << " head " << g << " page " << pg << " max, " << what;
-            ASSERT_EQ(got[i + static_cast<size_t>(p.hd)], lo) << "case " << c << " head " << g << " page " << pg << " min, " << what;
-          }
+      }
     }
   }
 }

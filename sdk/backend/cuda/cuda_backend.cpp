@@ -703,9 +703,6 @@ void cuda_backend::rope_store_kv_summarized(const tensor& q, const tensor& k, co
                                             const tensor& k_cache, const tensor& v_cache,
                                             int64_t capacity, const tensor& slots,
                                             const newest_page& page) {
-  if (positions.elements() != 1)
-    fail(SA_ERR_INTERNAL, "rope_store_kv_summarized: %lld rows (one decode row expected)",
-         static_cast<long long>(positions.elements()));
   check_newest_page(k_cache, capacity, page.page_size, page.plan, page.summaries, page.pages_capacity,
                     "rope_store_kv_summarized");
   newest_page_desc d;
