@@ -209,6 +209,12 @@ __global__ void quantize_inputs_kernel(const float* x, int64_t n_blocks, int16_t
 // weights (f32's range) x is split into hi + mid + lo bf16 parts. The warps' sums meet in
 // shared memory; 128 threads finish a (row, input row) each.
 // Bytes: the weights once; x from L2/L1 (nx rows per block).
+// Measured and not kept (H200, one call, `sa-bench gpu gemv --types f16 --rows 1,2,4` and
+// RetroAttention w = 2 end to end at 32K): one k-block in flight per lane (U = 1: 77-80
+// registers, three blocks an SM where U = 2 holds 114 and two) — two rows q/o 11.3 -> 15.5 us,
+// down 33.5 -> 46.6, gate/up 36.1 -> 36.9, Retro 159.9 / 161.0 -> 156.4 tokens/s; the same
+// bounded to two blocks an SM: 14.4, 44.7, 35.1 us, 156.8 tokens/s. The bytes each lane holds in
+// flight, not the resident blocks, bound these products.
 constexpr int k_mma_warps = 8;
 constexpr int k_mma_kb = 64;  // k per block of a lane's loads
 
