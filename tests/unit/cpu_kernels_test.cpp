@@ -521,7 +521,7 @@ TEST_P(cpu_int8_kernels, integer_products_equal_the_scalar_oracle_bitwise) {
     const int64_t block = sa::cpu::q8_block(type);
     for (int64_t blocks : {1, 2, 3, 7, 9, 33})
       for (int64_t rows = 1; rows <= 4; ++rows)
-        for (int64_t nx = 1; nx <= 4; ++nx) {
+        for (int64_t nx : {1, 2, 3, 4, 5, 9}) {  // above 4: a prefill's inputs in one call
           const int64_t n = blocks * block;
           const size_t row = static_cast<size_t>(sa::row_bytes(type, n));
           std::vector<uint8_t> w(row * static_cast<size_t>(rows) + 1);  // + 1: rows start unaligned
@@ -535,9 +535,9 @@ TEST_P(cpu_int8_kernels, integer_products_equal_the_scalar_oracle_bitwise) {
           for (const bool biased : {false, true}) {
             xr.clear();
             for (const quantized_input& q : xq) xr.push_back(q.row(biased));
-            float want[16], got[16];
-            sa::cpu::dot_q8_scalar(type, w.data() + 1, row, rows, xr.data(), nx, n, want);
-            dot(type, w.data() + 1, row, rows, xr.data(), nx, n, got);
+            std::vector<float> want(static_cast<size_t>(4 * nx)), got(want.size());
+            sa::cpu::dot_q8_scalar(type, w.data() + 1, row, rows, xr.data(), nx, n, want.data());
+            dot(type, w.data() + 1, row, rows, xr.data(), nx, n, got.data());
             for (int64_t i = 0; i < nx; ++i)
               for (int64_t r = 0; r < rows; ++r)
                 ASSERT_EQ(std::memcmp(&want[i * 4 + r], &got[i * 4 + r], sizeof(float)), 0)

@@ -34,15 +34,19 @@ void int8_rows(dtype type, const uint8_t* w, size_t row_size, int64_t rows, cons
   }
 }
 
-// kernels::dot_q8 for nx <= 4 inputs.
+// kernels::dot_q8: the inputs in groups of up to 4.
 template <class K>
 void int8_dot(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nx,
               int64_t n_in, float* out) {
-  switch (nx) {
-    case 1: return int8_rows<K, 1>(type, w, row_size, rows, x, n_in, out);
-    case 2: return int8_rows<K, 2>(type, w, row_size, rows, x, n_in, out);
-    case 3: return int8_rows<K, 3>(type, w, row_size, rows, x, n_in, out);
-    default: return int8_rows<K, 4>(type, w, row_size, rows, x, n_in, out);
+  for (int64_t g = 0; g < nx; g += 4) {
+    const q8_row* xg = x + g;
+    float* og = out + g * 4;
+    switch (nx - g < 4 ? nx - g : 4) {
+      case 1: int8_rows<K, 1>(type, w, row_size, rows, xg, n_in, og); break;
+      case 2: int8_rows<K, 2>(type, w, row_size, rows, xg, n_in, og); break;
+      case 3: int8_rows<K, 3>(type, w, row_size, rows, xg, n_in, og); break;
+      default: int8_rows<K, 4>(type, w, row_size, rows, xg, n_in, og); break;
+    }
   }
 }
 

@@ -98,7 +98,7 @@ int64_t q8_block(dtype weight_type);
 void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums);
 
 // The integer products' oracle, plain loops: out[i * 4 + r] = row r of w [rows][row_size bytes]
-// . x[i] for r < rows <= 4 and i < nx <= 4; w of a type with q8_block(type) > 0, each x[i] an
+// . x[i] for r < rows <= 4 and i < nx (out: 4 nx floats); w of a type with q8_block(type) > 0, each x[i] an
 // input row of n_in quantized for it. Per type:
 //   Q8_0, Q4_0: block b's weight levels l (Q8_0: the int8 q; Q4_0: nibble - 8) give 8 exact
 //     int32 sums s_j = sum over i < 4 of l[4j + i] * q[32b + 4j + i]; then
@@ -140,8 +140,9 @@ struct kernels {
   void (*exp_shifted)(float* p, int64_t n, float m);
   // out[i] = swiglu_value(g[i], u[i]) for i < n (ops.h: the same float operations in every set).
   void (*swiglu)(const float* g, const float* u, float* out, int64_t n);
-  // The integer products (dot_q8_scalar's arguments and arithmetic) of the int8 sets: a block
-  // of up to 4 weight rows x 4 input rows, each weight block expanded once for all inputs; null
+  // The integer products (dot_q8_scalar's arguments and arithmetic) of the int8 sets: up to 4
+  // weight rows against any number of input rows (a prefill's, all at once), each weight block
+  // expanded once for a group of inputs (avx512-vnni: Q8_0 and Q4_0 once for all of them); null
   // in the other sets, whose products keep the reference's bits.
   void (*dot_q8)(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                  int64_t nx, int64_t n_in, float* out);

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/int8_rows.h"
 #include "backend/cpu/kernel_set.h"
@@ -559,6 +560,103 @@ SA_VNNI void dot_q6_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
   for (int i = 0; i < NX; ++i) out[i] = acc[i];
 }
 
+// A prefill's many inputs against the same rows: each row's side of a step (the two blocks'
+// levels as dpbusd takes them, the biased start, the scale pair) is made once per call and read
+// back for every group of 4 inputs, where dot_q32_vnni remakes it for each group. The
+// arithmetic per (row, input, block) is dot_q32_vnni's with U, so the bits are the oracle's.
+// A step's prepared side: [w][start][dw], 64 bytes each (bytes, so that no type outside the
+// target-attributed functions holds AVX-512 vectors).
+constexpr int64_t k_q32_prep_bytes = 192;
+
+template <class L>
+SA_VNNI void prep_q32_row(const uint8_t* row, int64_t nb, const float* table, uint8_t* p) {
+  for (int64_t b = 0; b + 2 <= nb; b += 2, p += k_q32_prep_bytes) {
+    const uint8_t* blk = row + b * L::bytes;
+    const __m512i w = join(L::get(blk), L::get(blk + L::bytes));
+    _mm512_storeu_si512(p, w);
+    _mm512_storeu_si512(p + 64, _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w)));
+    _mm512_storeu_ps(p + 128, _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(table[quant_detail::load_u16(blk)]),
+                                                   _mm512_set1_ps(table[quant_detail::load_u16(blk + L::bytes)])));
+  }
+}
+
+// dot_q32_vnni<L, RM, NX, true> from prepared rows: prep[r] the steps of row r (row + r *
+// row_size, read for an odd last block).
+template <class L, int RM, int NX>
+SA_VNNI void dot_q32_prepped(const uint8_t* const* prep, const uint8_t* row, size_t row_size, const q8_row* x,
+                             int64_t nb, const float* table, float* out) {
+  __m512 acc[RM][NX];
+  for (int r = 0; r < RM; ++r)
+    for (int i = 0; i < NX; ++i) acc[r][i] = _mm512_setzero_ps();
+  const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  int64_t b = 0;
+  for (int64_t at = 0; b + 2 <= nb; b += 2, at += k_q32_prep_bytes) {
+    __m512i w[RM], start[RM];
+    __m512 dw[RM];
+    for (int r = 0; r < RM; ++r) {
+      w[r] = _mm512_loadu_si512(prep[r] + at);
+      start[r] = _mm512_loadu_si512(prep[r] + at + 64);
+      dw[r] = _mm512_loadu_ps(prep[r] + at + 128);
+    }
+    for (int i = 0; i < NX; ++i) {
+      const __m128 xd = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x[i].d + b)));
+      const __m512 dx = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(xd));
+      const __m512i xv = _mm512_loadu_si512(x[i].u + 32 * b);
+      for (int r = 0; r < RM; ++r) {
+        const __m512i s = _mm512_dpbusd_epi32(start[r], xv, w[r]);
+        acc[r][i] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dx), _mm512_cvtepi32_ps(s), acc[r][i]);
+      }
+    }
+  }
+  for (int r = 0; r < RM; ++r) {
+    __m256 even[NX];
+    for (int i = 0; i < NX; ++i) even[i] = _mm512_castps512_ps256(acc[r][i]);
+    if (b < nb) q32_step_avx2<L, NX>(row + r * row_size + b * L::bytes, x, b, table, even);
+    for (int i = 0; i < NX; ++i)
+      out[r * NX + i] = reduce8_avx2(_mm256_add_ps(even[i], _mm512_extractf32x8_ps(acc[r][i], 1)));
+  }
+}
+
+template <class L, int NX>
+SA_VNNI void group_q32_prepped(const uint8_t* const* prep, const uint8_t* w, size_t row_size, int64_t rows,
+                               const q8_row* x, int64_t nb, const float* table, float* out) {
+  float o[2 * NX];
+  for (int64_t r = 0; r < rows;) {
+    const int rm = r + 1 < rows ? 2 : 1;
+    const uint8_t* row = w + static_cast<size_t>(r) * row_size;
+    if (rm == 2) dot_q32_prepped<L, 2, NX>(prep + r, row, row_size, x, nb, table, o);
+    else dot_q32_prepped<L, 1, NX>(prep + r, row, row_size, x, nb, table, o);
+    for (int k = 0; k < rm; ++k)
+      for (int i = 0; i < NX; ++i) out[i * 4 + r + k] = o[k * NX + i];
+    r += rm;
+  }
+}
+
+// Up to 4 rows against any number of biased inputs (nx > 4: a prefill), in groups of 4 inputs.
+template <class L>
+SA_VNNI void many_q32_vnni(const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nx, int64_t nb,
+                           const float* table, float* out) {
+  thread_local std::vector<uint8_t> buf;
+  const int64_t row_prep = nb / 2 * k_q32_prep_bytes;
+  if (buf.size() < static_cast<size_t>(4 * row_prep)) buf.resize(static_cast<size_t>(4 * row_prep));
+  const uint8_t* prep[4] = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* p = buf.data() + r * row_prep;
+    prep_q32_row<L>(w + static_cast<size_t>(r) * row_size, nb, table, p);
+    prep[r] = p;
+  }
+  for (int64_t g = 0; g < nx; g += 4) {
+    float* o = out + g * 4;
+    switch (std::min<int64_t>(4, nx - g)) {
+      case 1: group_q32_prepped<L, 1>(prep, w, row_size, rows, x + g, nb, table, o); break;
+      case 2: group_q32_prepped<L, 2>(prep, w, row_size, rows, x + g, nb, table, o); break;
+      case 3: group_q32_prepped<L, 3>(prep, w, row_size, rows, x + g, nb, table, o); break;
+      default: group_q32_prepped<L, 4>(prep, w, row_size, rows, x + g, nb, table, o); break;
+    }
+  }
+}
+
 // Q8_0 / Q4_0 rows against NX inputs: in pairs when several inputs share them (a prefill), so
 // each input block is loaded once for two rows; one input (decode) streams its rows one after
 // the other (in pairs the weights came from memory at half the rate: 1B Q8_0 decode, one
@@ -607,11 +705,22 @@ SA_VNNI void rows_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t ro
 
 SA_VNNI void dot_q8_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                          int64_t nx, int64_t n_in, float* out) {
-  switch (nx) {
-    case 1: return rows_vnni<1>(type, w, row_size, rows, x, n_in, out);
-    case 2: return rows_vnni<2>(type, w, row_size, rows, x, n_in, out);
-    case 3: return rows_vnni<3>(type, w, row_size, rows, x, n_in, out);
-    default: return rows_vnni<4>(type, w, row_size, rows, x, n_in, out);
+  if (nx > 4 && (type == dtype::q8_0 || type == dtype::q4_0)) {
+    bool biased = true;
+    for (int64_t i = 0; i < nx; ++i) biased = biased && x[i].u != nullptr;
+    if (biased) {
+      const float* table = quant_detail::fp16_table();
+      if (type == dtype::q8_0) return many_q32_vnni<q8_0_levels>(w, row_size, rows, x, nx, n_in / 32, table, out);
+      return many_q32_vnni<q4_0_levels>(w, row_size, rows, x, nx, n_in / 32, table, out);
+    }
+  }
+  for (int64_t g = 0; g < nx; g += 4) {
+    switch (std::min<int64_t>(4, nx - g)) {
+      case 1: rows_vnni<1>(type, w, row_size, rows, x + g, n_in, out + g * 4); break;
+      case 2: rows_vnni<2>(type, w, row_size, rows, x + g, n_in, out + g * 4); break;
+      case 3: rows_vnni<3>(type, w, row_size, rows, x + g, n_in, out + g * 4); break;
+      default: rows_vnni<4>(type, w, row_size, rows, x + g, n_in, out + g * 4); break;
+    }
   }
 }
 

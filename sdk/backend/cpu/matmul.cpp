@@ -46,6 +46,7 @@ struct q8_rows {
   std::vector<float> d;
   std::vector<int16_t> sums;
   std::vector<uint8_t> u;  // q + 128 (32-blocks, for sets that read them: kernels::dot_q8_reads_biased)
+  std::vector<q8_row> xs;  // the rows' views
 };
 
 void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w,
@@ -72,19 +73,19 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
     pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) { quantize(b, e); });
   else
     quantize(0, n);
+  // Every input row against each tile of weight rows in one call, so that a set may prepare a
+  // tile's weights once for all of them.
+  buf.xs.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    buf.xs[static_cast<size_t>(i)] = {buf.q.data() + i * n_in, buf.d.data() + i * n_blocks,
+                                      buf.sums.data() + i * n_sums, biased ? buf.u.data() + i * n_in : nullptr};
   pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) {
-    float out[4 * TILE];  // [input row of the group][tile row]
-    q8_row xs[4];
+    thread_local std::vector<float> out;  // [input row][tile row]
+    out.resize(static_cast<size_t>(n * TILE));
     for (int64_t o = begin; o < end; o += TILE) {
       const int64_t rows = std::min(TILE, end - o);
-      for (int64_t i = 0; i < n; i += 4) {
-        const int64_t nx = std::min<int64_t>(4, n - i);
-        for (int64_t j = 0; j < nx; ++j)
-          xs[j] = {buf.q.data() + (i + j) * n_in, buf.d.data() + (i + j) * n_blocks, buf.sums.data() + (i + j) * n_sums,
-                   biased ? buf.u.data() + (i + j) * n_in : nullptr};
-        k.dot_q8(type, w + static_cast<size_t>(o) * w_row_size, w_row_size, rows, xs, nx, n_in, out);
-        for (int64_t j = 0; j < nx; ++j) store_tile(y + (i + j) * n_out + o, out + j * TILE, rows, accumulate);
-      }
+      k.dot_q8(type, w + static_cast<size_t>(o) * w_row_size, w_row_size, rows, buf.xs.data(), n, n_in, out.data());
+      for (int64_t i = 0; i < n; ++i) store_tile(y + i * n_out + o, out.data() + i * TILE, rows, accumulate);
     }
   });
 }
