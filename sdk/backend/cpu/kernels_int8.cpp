@@ -409,16 +409,42 @@ struct avx2_int8_by_type {
 
 SA_VNNI inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 
+// The rows' side of a step (blocks b, b + 1 of row r; step = b / 2), from the blocks
+// themselves.
+template <class L, bool U>
+struct q32_side_blocks {
+  const uint8_t* row;
+  size_t row_size;
+  const float* table;
+  SA_VNNI void get(int r, int64_t b, int64_t, __m512i& wa, __m512i& start, __mmask64& neg, __m512& dw) const {
+    const uint8_t* blk = row + r * row_size + b * L::bytes;
+    const __m512i w = join(L::get(blk), L::get(blk + L::bytes));
+    if constexpr (U) {  // start = -128 * (sum of the lane's four w)
+      start = _mm512_sub_epi32(_mm512_setzero_si512(),
+                               _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w));
+      wa = w;
+      neg = 0;
+    } else {
+      neg = _mm512_movepi8_mask(w);
+      wa = _mm512_abs_epi8(w);
+      start = _mm512_setzero_si512();
+    }
+    dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(table[quant_detail::load_u16(blk)]),
+                              _mm512_set1_ps(table[quant_detail::load_u16(blk + L::bytes)]));
+  }
+};
+
 // Two blocks per step: lanes 0..7 the even block (the oracle's acc[0..8)), 8..15 the odd one;
 // an odd last block goes into the low half alone. Lane j = sum over i < 4 of w[4j + i] *
 // x[4j + i]. U (inputs with q8_row::u): the biased inputs x + 128 against w, the dot product
 // starting from -128 (sum of the lane's w), made once per chunk for every input; else |w|
 // (wa) against x negated where w < 0 (neg), a sign fix per input. Both sums are exact.
 // RM weight rows (row_size bytes apart) at once: each input's levels and scale pair are loaded
-// once for all of them. out[r * NX + i] = row r . x[i].
-template <class L, int RM, int NX, bool U>
-SA_VNNI void dot_q32_vnni(const uint8_t* row, size_t row_size, const q8_row* x, int64_t nb, const float* table,
-                          float* out) {
+// once for all of them. out[r * NX + i] = row r . x[i]. The rows' side of each step comes from
+// SIDE (the blocks themselves, or a prefill's prepared rows: q32_side_prepped).
+template <class L, int RM, int NX, bool U, class SIDE>
+SA_VNNI void dot_q32_core(const SIDE& side, const uint8_t* row, size_t row_size, const q8_row* x, int64_t nb,
+                          const float* table, float* out) {
   __m512 acc[RM][NX];
   for (int r = 0; r < RM; ++r)
     for (int i = 0; i < NX; ++i) acc[r][i] = _mm512_setzero_ps();
@@ -427,26 +453,11 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, size_t row_size, const q8_row* x, 
   // 8-byte load and a permute (each lane one f32 multiply, as the oracle's scalar product).
   const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
+  for (int64_t step = 0; b + 2 <= nb; b += 2, ++step) {
     __m512i wa[RM], start[RM];
     __mmask64 neg[RM];
     __m512 dw[RM];
-    for (int r = 0; r < RM; ++r) {
-      const uint8_t* blk = row + r * row_size + b * L::bytes;
-      const __m512i w = join(L::get(blk), L::get(blk + L::bytes));
-      if constexpr (U) {  // start = -128 * (sum of the lane's four w)
-        start[r] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w));
-        wa[r] = w;
-        neg[r] = 0;
-      } else {
-        neg[r] = _mm512_movepi8_mask(w);
-        wa[r] = _mm512_abs_epi8(w);
-        start[r] = _mm512_setzero_si512();
-      }
-      dw[r] = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(table[quant_detail::load_u16(blk)]),
-                                   _mm512_set1_ps(table[quant_detail::load_u16(blk + L::bytes)]));
-    }
+    for (int r = 0; r < RM; ++r) side.get(r, b, step, wa[r], start[r], neg[r], dw[r]);
     for (int i = 0; i < NX; ++i) {
       const __m128 xd = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x[i].d + b)));
       const __m512 dx = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(xd));
@@ -466,6 +477,12 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, size_t row_size, const q8_row* x, 
     for (int i = 0; i < NX; ++i)
       out[r * NX + i] = reduce8_avx2(_mm256_add_ps(even[i], _mm512_extractf32x8_ps(acc[r][i], 1)));
   }
+}
+
+template <class L, int RM, int NX, bool U>
+SA_VNNI void dot_q32_vnni(const uint8_t* row, size_t row_size, const q8_row* x, int64_t nb, const float* table,
+                          float* out) {
+  dot_q32_core<L, RM, NX, U>(q32_side_blocks<L, U>{row, row_size, table}, row, row_size, x, nb, table, out);
 }
 
 // Q4_K: a chunk's 64 levels (low nibbles, then high) against 64 contiguous inputs, maddubs to
@@ -570,53 +587,29 @@ constexpr int64_t k_q32_prep_bytes = 192;
 
 template <class L>
 SA_VNNI void prep_q32_row(const uint8_t* row, int64_t nb, const float* table, uint8_t* p) {
+  const q32_side_blocks<L, true> side{row, 0, table};
   for (int64_t b = 0; b + 2 <= nb; b += 2, p += k_q32_prep_bytes) {
-    const uint8_t* blk = row + b * L::bytes;
-    const __m512i w = join(L::get(blk), L::get(blk + L::bytes));
+    __m512i w, start;
+    __mmask64 neg;
+    __m512 dw;
+    side.get(0, b, b / 2, w, start, neg, dw);
     _mm512_storeu_si512(p, w);
-    _mm512_storeu_si512(p + 64, _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w)));
-    _mm512_storeu_ps(p + 128, _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(table[quant_detail::load_u16(blk)]),
-                                                   _mm512_set1_ps(table[quant_detail::load_u16(blk + L::bytes)])));
+    _mm512_storeu_si512(p + 64, start);
+    _mm512_storeu_ps(p + 128, dw);
   }
 }
 
-// dot_q32_vnni<L, RM, NX, true> from prepared rows: prep[r] the steps of row r (row + r *
-// row_size, read for an odd last block).
-template <class L, int RM, int NX>
-SA_VNNI void dot_q32_prepped(const uint8_t* const* prep, const uint8_t* row, size_t row_size, const q8_row* x,
-                             int64_t nb, const float* table, float* out) {
-  __m512 acc[RM][NX];
-  for (int r = 0; r < RM; ++r)
-    for (int i = 0; i < NX; ++i) acc[r][i] = _mm512_setzero_ps();
-  const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  int64_t b = 0;
-  for (int64_t at = 0; b + 2 <= nb; b += 2, at += k_q32_prep_bytes) {
-    __m512i w[RM], start[RM];
-    __m512 dw[RM];
-    for (int r = 0; r < RM; ++r) {
-      w[r] = _mm512_loadu_si512(prep[r] + at);
-      start[r] = _mm512_loadu_si512(prep[r] + at + 64);
-      dw[r] = _mm512_loadu_ps(prep[r] + at + 128);
-    }
-    for (int i = 0; i < NX; ++i) {
-      const __m128 xd = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x[i].d + b)));
-      const __m512 dx = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(xd));
-      const __m512i xv = _mm512_loadu_si512(x[i].u + 32 * b);
-      for (int r = 0; r < RM; ++r) {
-        const __m512i s = _mm512_dpbusd_epi32(start[r], xv, w[r]);
-        acc[r][i] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dx), _mm512_cvtepi32_ps(s), acc[r][i]);
-      }
-    }
+// The rows' side of a step from prep_q32_row's steps: prep[r] those of row r.
+struct q32_side_prepped {
+  const uint8_t* const* prep;
+  SA_VNNI void get(int r, int64_t, int64_t step, __m512i& wa, __m512i& start, __mmask64& neg, __m512& dw) const {
+    const uint8_t* p = prep[r] + step * k_q32_prep_bytes;
+    wa = _mm512_loadu_si512(p);
+    start = _mm512_loadu_si512(p + 64);
+    neg = 0;
+    dw = _mm512_loadu_ps(p + 128);
   }
-  for (int r = 0; r < RM; ++r) {
-    __m256 even[NX];
-    for (int i = 0; i < NX; ++i) even[i] = _mm512_castps512_ps256(acc[r][i]);
-    if (b < nb) q32_step_avx2<L, NX>(row + r * row_size + b * L::bytes, x, b, table, even);
-    for (int i = 0; i < NX; ++i)
-      out[r * NX + i] = reduce8_avx2(_mm256_add_ps(even[i], _mm512_extractf32x8_ps(acc[r][i], 1)));
-  }
-}
+};
 
 template <class L, int NX>
 SA_VNNI void group_q32_prepped(const uint8_t* const* prep, const uint8_t* w, size_t row_size, int64_t rows,
@@ -625,8 +618,9 @@ SA_VNNI void group_q32_prepped(const uint8_t* const* prep, const uint8_t* w, siz
   for (int64_t r = 0; r < rows;) {
     const int rm = r + 1 < rows ? 2 : 1;
     const uint8_t* row = w + static_cast<size_t>(r) * row_size;
-    if (rm == 2) dot_q32_prepped<L, 2, NX>(prep + r, row, row_size, x, nb, table, o);
-    else dot_q32_prepped<L, 1, NX>(prep + r, row, row_size, x, nb, table, o);
+    const q32_side_prepped side{prep + r};
+    if (rm == 2) dot_q32_core<L, 2, NX, true>(side, row, row_size, x, nb, table, o);
+    else dot_q32_core<L, 1, NX, true>(side, row, row_size, x, nb, table, o);
     for (int k = 0; k < rm; ++k)
       for (int i = 0; i < NX; ++i) out[i * 4 + r + k] = o[k * NX + i];
     r += rm;
