@@ -125,14 +125,10 @@ void backend::rope_store_kv_summarized(const tensor& q, const tensor& k, const t
                                        int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
                                        const rope_params& p, const tensor& k_cache, const tensor& v_cache,
                                        int64_t capacity, const tensor& slots, const newest_page& page) {
-  rope_store_kv(q, k, v, n_heads, n_kv_heads, head_dim, positions, p, k_cache, v_cache, capacity, slots);
-  if (positions.elements() == 1) {
-    summarize_newest_page(k_cache, capacity, page.page_size, page.plan, page.summaries, page.pages_capacity);
-    return;
-  }
   if (page.row_plans.empty())
     fail(SA_ERR_INTERNAL, "rope_store_kv_summarized: %lld rows and no plans for their pages",
          static_cast<long long>(positions.elements()));
+  rope_store_kv(q, k, v, n_heads, n_kv_heads, head_dim, positions, p, k_cache, v_cache, capacity, slots);
   for (const tensor& plan : page.row_plans)
     summarize_newest_page(k_cache, capacity, page.page_size, plan, page.summaries, page.pages_capacity);
 }

@@ -343,16 +343,16 @@ class backend {
   // slots n_keys - n .. n_keys - 1 (n_keys = page.plan[0]: the decode row, n = 1, or a
   // RetroAttention window rewriting its past rows with the new one), then the summaries of the
   // pages holding them: summarize_newest_page(k_cache, capacity, page.page_size, plan,
-  // page.summaries, page.pages_capacity) for plan = page.plan when n = 1, else for each of
-  // page.row_plans (plans, in the step buffer, each ending at one of those pages; together they
-  // cover every page the rows touch). Backends fuse the two where they can (CUDA: one kernel,
-  // which reads plan[0] alone); by default they run one after the other.
+  // page.summaries, page.pages_capacity) for each of page.row_plans (plans, in the step buffer,
+  // each ending at one of those pages; together they cover every page the rows touch; for the
+  // decode row, page.plan itself). Backends fuse the two where they can (CUDA: one kernel, which
+  // reads plan[0] alone); by default they run one after the other.
   struct newest_page {
     const tensor& summaries;  // of this layer
     int64_t pages_capacity;
     int32_t page_size;
     const tensor& plan;
-    std::span<const tensor> row_plans = {};  // n > 1
+    std::span<const tensor> row_plans;
   };
   virtual void rope_store_kv_summarized(const tensor& q, const tensor& k, const tensor& v,
                                         int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,

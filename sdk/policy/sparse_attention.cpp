@@ -158,29 +158,26 @@ bool sparse_attention::rewrites_window(const batch_meta& m) const {
          m.first_slot == m.n_keys - m.n;
 }
 
+std::span<const tensor> sparse_attention::written_page_plans(const batch_meta& m) const {
+  if (appends_newest_key(m)) return {&plan_t_, 1};
+  if (rewrites_window(m)) return window_plans_;
+  return {};
+}
+
 std::optional<backend::newest_page> sparse_attention::newest_page(int32_t layer, const batch_meta& m) const {
-  if (appends_newest_key(m))
-    return backend::newest_page{summaries_.layer(layer), summaries_.pages_capacity(), c_.page_size, plan_t_};
-  if (rewrites_window(m))
-    return backend::newest_page{summaries_.layer(layer), summaries_.pages_capacity(), c_.page_size, plan_t_,
-                                window_plans_};
-  return std::nullopt;
+  const std::span<const tensor> plans = written_page_plans(m);
+  if (plans.empty()) return std::nullopt;
+  return backend::newest_page{summaries_.layer(layer), summaries_.pages_capacity(), c_.page_size, plan_t_, plans};
 }
 
 void sparse_attention::refresh(int32_t layer, const kv_view& kv, const batch_meta& m) {
-  // A retro batch rewrote its past rows' keys too: their pages are recomputed with the new one's,
-  // from plans in the step buffer (a recorded step must not carry this step's slots). Nothing
-  // is left to do where the memory's write recomputed them (kv.newest_page_summarized).
-  if (appends_newest_key(m)) {
-    // The decode row appended key n_keys - 1: its page, located from the plan.
+  // A decode row appended key n_keys - 1, a retro batch rewrote its past rows' keys too: their
+  // pages are recomputed from plans in the step buffer (a recorded step must not carry this
+  // step's slots), unless the memory's write did so (kv.newest_page_summarized).
+  const std::span<const tensor> plans = written_page_plans(m);
+  if (!plans.empty()) {
     if (!kv.newest_page_summarized)
-      be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan_t_, summaries_.layer(layer),
-                                summaries_.pages_capacity());
-    return;
-  }
-  if (rewrites_window(m)) {
-    if (!kv.newest_page_summarized)
-      for (const tensor& plan : window_plans_)
+      for (const tensor& plan : plans)
         be_.summarize_newest_page(*kv.k, kv.capacity, c_.page_size, plan, summaries_.layer(layer),
                                   summaries_.pages_capacity());
     return;

@@ -138,6 +138,9 @@ class sparse_attention {
   bool appends_newest_key(const batch_meta& m) const;
   // A RetroAttention batch selecting on the backend that rewrites the last m.n keys.
   bool rewrites_window(const batch_meta& m) const;
+  // Plans in the step buffer, each ending at a page the batch's write touches (the decode row's
+  // plan; a retro window's pages): empty where the batch is neither.
+  std::span<const tensor> written_page_plans(const batch_meta& m) const;
   // vAttention on the backend: the step's pilot, budget and sample for one layer.
   void vattention_on_backend(int32_t layer, const tensor& q, const kv_view& kv, const tensor& out,
                              const tensor& lse);
