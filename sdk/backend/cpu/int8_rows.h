@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cpu/kernel_set.h"
 #include "quant/quant_impl.h"
@@ -34,20 +35,25 @@ void int8_rows(dtype type, const uint8_t* w, size_t row_size, int64_t rows, cons
   }
 }
 
+// f(std::integral_constant<int, NX>{}, g) for the inputs g .. g + NX - 1 in turn, groups of up
+// to 4 (the register blocks' input counts) covering nx.
+template <class F>
+void for_input_groups(int64_t nx, F&& f) {
+  for (int64_t g = 0; g < nx; g += 4) {
+    switch (nx - g < 4 ? nx - g : 4) {
+      case 1: f(std::integral_constant<int, 1>{}, g); break;
+      case 2: f(std::integral_constant<int, 2>{}, g); break;
+      case 3: f(std::integral_constant<int, 3>{}, g); break;
+      default: f(std::integral_constant<int, 4>{}, g); break;
+    }
+  }
+}
+
 // kernels::dot_q8: the inputs in groups of up to 4.
 template <class K>
 void int8_dot(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nx,
               int64_t n_in, float* out) {
-  for (int64_t g = 0; g < nx; g += 4) {
-    const q8_row* xg = x + g;
-    float* og = out + g * 4;
-    switch (nx - g < 4 ? nx - g : 4) {
-      case 1: int8_rows<K, 1>(type, w, row_size, rows, xg, n_in, og); break;
-      case 2: int8_rows<K, 2>(type, w, row_size, rows, xg, n_in, og); break;
-      case 3: int8_rows<K, 3>(type, w, row_size, rows, xg, n_in, og); break;
-      default: int8_rows<K, 4>(type, w, row_size, rows, xg, n_in, og); break;
-    }
-  }
+  for_input_groups(nx, [&](auto n, int64_t g) { int8_rows<K, decltype(n)::value>(type, w, row_size, rows, x + g, n_in, out + g * 4); });
 }
 
 }  // namespace sa::cpu

@@ -416,7 +416,7 @@ struct q32_side_blocks {
   const uint8_t* row;
   size_t row_size;
   const float* table;
-  SA_VNNI void get(int r, int64_t b, int64_t, __m512i& wa, __m512i& start, __mmask64& neg, __m512& dw) const {
+  SA_VNNI void get(int64_t r, int64_t b, int64_t, __m512i& wa, __m512i& start, __mmask64& neg, __m512& dw) const {
     const uint8_t* blk = row + r * row_size + b * L::bytes;
     const __m512i w = join(L::get(blk), L::get(blk + L::bytes));
     if constexpr (U) {  // start = -128 * (sum of the lane's four w)
@@ -439,12 +439,12 @@ struct q32_side_blocks {
 // x[4j + i]. U (inputs with q8_row::u): the biased inputs x + 128 against w, the dot product
 // starting from -128 (sum of the lane's w), made once per chunk for every input; else |w|
 // (wa) against x negated where w < 0 (neg), a sign fix per input. Both sums are exact.
-// RM weight rows (row_size bytes apart) at once: each input's levels and scale pair are loaded
-// once for all of them. out[r * NX + i] = row r . x[i]. The rows' side of each step comes from
-// SIDE (the blocks themselves, or a prefill's prepared rows: q32_side_prepped).
+// RM weight rows of w (row_size bytes apart) from row r0 at once: each input's levels and scale
+// pair are loaded once for all of them. out[r * NX + i] = row r0 + r . x[i]. The rows' side of
+// each step comes from SIDE (the blocks themselves, or a prefill's prepared rows).
 template <class L, int RM, int NX, bool U, class SIDE>
-SA_VNNI void dot_q32_core(const SIDE& side, const uint8_t* row, size_t row_size, const q8_row* x, int64_t nb,
-                          const float* table, float* out) {
+SA_VNNI void dot_q32_core(const SIDE& side, int64_t r0, const uint8_t* w, size_t row_size, const q8_row* x,
+                          int64_t nb, const float* table, float* out) {
   __m512 acc[RM][NX];
   for (int r = 0; r < RM; ++r)
     for (int i = 0; i < NX; ++i) acc[r][i] = _mm512_setzero_ps();
@@ -457,7 +457,7 @@ SA_VNNI void dot_q32_core(const SIDE& side, const uint8_t* row, size_t row_size,
     __m512i wa[RM], start[RM];
     __mmask64 neg[RM];
     __m512 dw[RM];
-    for (int r = 0; r < RM; ++r) side.get(r, b, step, wa[r], start[r], neg[r], dw[r]);
+    for (int r = 0; r < RM; ++r) side.get(r0 + r, b, step, wa[r], start[r], neg[r], dw[r]);
     for (int i = 0; i < NX; ++i) {
       const __m128 xd = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x[i].d + b)));
       const __m512 dx = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(xd));
@@ -473,16 +473,28 @@ SA_VNNI void dot_q32_core(const SIDE& side, const uint8_t* row, size_t row_size,
   for (int r = 0; r < RM; ++r) {
     __m256 even[NX];
     for (int i = 0; i < NX; ++i) even[i] = _mm512_castps512_ps256(acc[r][i]);
-    if (b < nb) q32_step_avx2<L, NX>(row + r * row_size + b * L::bytes, x, b, table, even);
+    if (b < nb) q32_step_avx2<L, NX>(w + (r0 + r) * row_size + b * L::bytes, x, b, table, even);
     for (int i = 0; i < NX; ++i)
       out[r * NX + i] = reduce8_avx2(_mm256_add_ps(even[i], _mm512_extractf32x8_ps(acc[r][i], 1)));
   }
 }
 
-template <class L, int RM, int NX, bool U>
-SA_VNNI void dot_q32_vnni(const uint8_t* row, size_t row_size, const q8_row* x, int64_t nb, const float* table,
-                          float* out) {
-  dot_q32_core<L, RM, NX, U>(q32_side_blocks<L, U>{row, row_size, table}, row, row_size, x, nb, table, out);
+// Rows [0, rows) of w against NX inputs through dot_q32_core: in pairs when several inputs share
+// them (a prefill), so each input block is loaded once for two rows; one input (decode) streams
+// its rows one after the other (in pairs the weights came from memory at half the rate: 1B Q8_0
+// decode, one thread, 14.7 -> 6.8 tokens/s). out[i * 4 + r] = row r . x[i].
+template <class L, int NX, bool U, class SIDE>
+SA_VNNI void rows_q32(const SIDE& side, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nb,
+                      const float* table, float* out) {
+  float o[2 * NX];
+  for (int64_t r = 0; r < rows;) {
+    const int rm = NX > 1 && r + 1 < rows ? 2 : 1;
+    if (rm == 2) dot_q32_core<L, 2, NX, U>(side, r, w, row_size, x, nb, table, o);
+    else dot_q32_core<L, 1, NX, U>(side, r, w, row_size, x, nb, table, o);
+    for (int k = 0; k < rm; ++k)
+      for (int i = 0; i < NX; ++i) out[i * 4 + r + k] = o[k * NX + i];
+    r += rm;
+  }
 }
 
 // Q4_K: a chunk's 64 levels (low nibbles, then high) against 64 contiguous inputs, maddubs to
@@ -582,8 +594,8 @@ SA_VNNI void dot_q6_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
 
 // A prefill's many inputs against the same rows: each row's side of a step (the two blocks'
 // levels as dpbusd takes them, the biased start, the scale pair) is made once per call and read
-// back for every group of 4 inputs, where dot_q32_vnni remakes it for each group. The
-// arithmetic per (row, input, block) is dot_q32_vnni's with U, so the bits are the oracle's.
+// back for every group of 4 inputs, where rows_q32_vnni remakes it for each group. The
+// arithmetic per (row, input, block) is the same dot_q32_core with U, so the bits are the oracle's.
 // A step's prepared side: [w][start][dw], 64 bytes each (bytes, so that no type outside the
 // target-attributed functions holds AVX-512 vectors).
 constexpr int64_t k_q32_prep_bytes = 192;
@@ -605,7 +617,7 @@ SA_VNNI void prep_q32_row(const uint8_t* row, int64_t nb, const float* table, ui
 // The rows' side of a step from prep_q32_row's steps: prep[r] those of row r.
 struct q32_side_prepped {
   const uint8_t* const* prep;
-  SA_VNNI void get(int r, int64_t, int64_t step, __m512i& wa, __m512i& start, __mmask64& neg, __m512& dw) const {
+  SA_VNNI void get(int64_t r, int64_t, int64_t step, __m512i& wa, __m512i& start, __mmask64& neg, __m512& dw) const {
     const uint8_t* p = prep[r] + step * k_q32_prep_bytes;
     wa = _mm512_loadu_si512(p);
     start = _mm512_loadu_si512(p + 64);
@@ -613,22 +625,6 @@ struct q32_side_prepped {
     dw = _mm512_loadu_ps(p + 128);
   }
 };
-
-template <class L, int NX>
-SA_VNNI void group_q32_prepped(const uint8_t* const* prep, const uint8_t* w, size_t row_size, int64_t rows,
-                               const q8_row* x, int64_t nb, const float* table, float* out) {
-  float o[2 * NX];
-  for (int64_t r = 0; r < rows;) {
-    const int rm = r + 1 < rows ? 2 : 1;
-    const uint8_t* row = w + static_cast<size_t>(r) * row_size;
-    const q32_side_prepped side{prep + r};
-    if (rm == 2) dot_q32_core<L, 2, NX, true>(side, row, row_size, x, nb, table, o);
-    else dot_q32_core<L, 1, NX, true>(side, row, row_size, x, nb, table, o);
-    for (int k = 0; k < rm; ++k)
-      for (int i = 0; i < NX; ++i) out[i * 4 + r + k] = o[k * NX + i];
-    r += rm;
-  }
-}
 
 // Up to 4 rows against any number of biased inputs (nx > 4: a prefill), in groups of 4 inputs.
 template <class L>
@@ -643,39 +639,18 @@ SA_VNNI void many_q32_vnni(const uint8_t* w, size_t row_size, int64_t rows, cons
     prep_q32_row<L>(w + static_cast<size_t>(r) * row_size, nb, table, p);
     prep[r] = p;
   }
-  for (int64_t g = 0; g < nx; g += 4) {
-    float* o = out + g * 4;
-    switch (std::min<int64_t>(4, nx - g)) {
-      case 1: group_q32_prepped<L, 1>(prep, w, row_size, rows, x + g, nb, table, o); break;
-      case 2: group_q32_prepped<L, 2>(prep, w, row_size, rows, x + g, nb, table, o); break;
-      case 3: group_q32_prepped<L, 3>(prep, w, row_size, rows, x + g, nb, table, o); break;
-      default: group_q32_prepped<L, 4>(prep, w, row_size, rows, x + g, nb, table, o); break;
-    }
-  }
+  const q32_side_prepped side{prep};
+  for_input_groups(nx, [&](auto n, int64_t g) {
+    rows_q32<L, decltype(n)::value, true>(side, w, row_size, rows, x + g, nb, table, out + g * 4);
+  });
 }
 
-// Q8_0 / Q4_0 rows against NX inputs: in pairs when several inputs share them (a prefill), so
-// each input block is loaded once for two rows; one input (decode) streams its rows one after
-// the other (in pairs the weights came from memory at half the rate: 1B Q8_0 decode, one
-// thread, 14.7 -> 6.8 tokens/s).
+// Q8_0 / Q4_0 rows against NX inputs, each row's side of a step read from its blocks.
 template <class L, int NX>
 SA_VNNI void rows_q32_vnni(const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nb, bool biased,
                            const float* table, float* out) {
-  float o[2 * NX];
-  for (int64_t r = 0; r < rows;) {
-    const uint8_t* row = w + static_cast<size_t>(r) * row_size;
-    const int rm = NX > 1 && r + 1 < rows ? 2 : 1;
-    if (rm == 2) {
-      if (biased) dot_q32_vnni<L, 2, NX, true>(row, row_size, x, nb, table, o);
-      else dot_q32_vnni<L, 2, NX, false>(row, row_size, x, nb, table, o);
-    } else {
-      if (biased) dot_q32_vnni<L, 1, NX, true>(row, row_size, x, nb, table, o);
-      else dot_q32_vnni<L, 1, NX, false>(row, row_size, x, nb, table, o);
-    }
-    for (int k = 0; k < rm; ++k)
-      for (int i = 0; i < NX; ++i) out[i * 4 + r + k] = o[k * NX + i];
-    r += rm;
-  }
+  if (biased) rows_q32<L, NX, true>(q32_side_blocks<L, true>{w, row_size, table}, w, row_size, rows, x, nb, table, out);
+  else rows_q32<L, NX, false>(q32_side_blocks<L, false>{w, row_size, table}, w, row_size, rows, x, nb, table, out);
 }
 
 template <int NX>
@@ -711,14 +686,7 @@ SA_VNNI void dot_q8_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t 
       return many_q32_vnni<q4_0_levels>(w, row_size, rows, x, nx, n_in / 32, table, out);
     }
   }
-  for (int64_t g = 0; g < nx; g += 4) {
-    switch (std::min<int64_t>(4, nx - g)) {
-      case 1: rows_vnni<1>(type, w, row_size, rows, x + g, n_in, out + g * 4); break;
-      case 2: rows_vnni<2>(type, w, row_size, rows, x + g, n_in, out + g * 4); break;
-      case 3: rows_vnni<3>(type, w, row_size, rows, x + g, n_in, out + g * 4); break;
-      default: rows_vnni<4>(type, w, row_size, rows, x + g, n_in, out + g * 4); break;
-    }
-  }
+  for_input_groups(nx, [&](auto n, int64_t g) { rows_vnni<decltype(n)::value>(type, w, row_size, rows, x + g, n_in, out + g * 4); });
 }
 
 // quantize_q8_row 8 lanes at a time, every step the scalar one's: the largest |x| by maxps with
