@@ -62,26 +62,30 @@ struct key_source {
   const int32_t* pages = nullptr;      // or the ranker's pages
   int32_t page_size = 0;
   bool masked = false;                 // pages may be -1 (no key)
+  int64_t n_keys = 0;                  // masked: rows from n_keys on hold no key
   int64_t begin = 0, end = 0;          // keys [begin, end) of the range or the list
 };
 
 __device__ __forceinline__ int64_t page_row(const int32_t* pages, int32_t page_size, int64_t j) {
   return static_cast<int64_t>(pages[j / page_size]) * page_size + j % page_size;
 }
-// A page id of -1 (PRR's masked tables, which only the CUDA-core kernel takes) holds no key:
-// its keys read row 0 and are masked.
-__device__ __forceinline__ int64_t masked_page_row(const int32_t* pages, int32_t page_size, int64_t j) {
+// A page id of -1 (PRR's masked tables, which only the CUDA-core kernel takes) holds no key,
+// nor does a row at n_keys or past it: a compacted table (mask_pages) ends with -1s, not with
+// the newest page, so paged_keys does not cut that page short. Such keys read row 0 and are
+// masked.
+__device__ __forceinline__ bool masked_key(const int32_t* pages, int32_t page_size, int64_t n_keys, int64_t j) {
   const int32_t page = pages[j / page_size];
-  return page < 0 ? 0 : static_cast<int64_t>(page) * page_size + j % page_size;
+  return page < 0 || static_cast<int64_t>(page) * page_size + j % page_size >= n_keys;
 }
-__device__ __forceinline__ bool masked_page(const int32_t* pages, int32_t page_size, int64_t j) {
-  return pages[j / page_size] < 0;
+__device__ __forceinline__ int64_t masked_page_row(const int32_t* pages, int32_t page_size, int64_t n_keys,
+                                                   int64_t j) {
+  return masked_key(pages, page_size, n_keys, j) ? 0 : static_cast<int64_t>(pages[j / page_size]) * page_size + j % page_size;
 }
 
-// The keys a ranker's pages hold: whole pages, but the newest page (if listed: it sorts last)
+// The keys ranker r's pages hold: whole pages, but the newest page (if listed: it sorts last)
 // holds only up to key n_keys - 1.
-__device__ __forceinline__ int64_t paged_keys(const page_table& pt, const int32_t* pages) {
-  const int64_t n_keys = pt.plan[0], n_pages = pt.plan[1], n_sel = pt.plan[2];
+__device__ __forceinline__ int64_t paged_keys(const page_table& pt, const int32_t* pages, int32_t r) {
+  const int64_t n_keys = pt.plan[0], n_pages = pt.plan[1], n_sel = pt.counts ? pt.counts[r] : pt.plan[2];
   if (n_sel <= 0) return 0;
   const int64_t full = n_sel * pt.page_size;
   return pages[n_sel - 1] == n_pages - 1 ? full - (n_pages * pt.page_size - n_keys) : full;
@@ -153,6 +157,9 @@ __device__ bool finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
                              int32_t gpr = 0, int64_t row_items = 0, const prior_rows& pr = prior_rows{}) {
   const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
   auto at = [&](int g) -> int64_t { return gpr > 0 ? (g / gpr) * row_items + g % gpr : g; };
+  // The prior lse, read before any is written: it may be the output's own (a merge in place).
+  __shared__ float sm_pl[GMAX];
+  if (threadIdx.x < pr.n && threadIdx.x < GMAX) sm_pl[threadIdx.x] = pr.lse[at(threadIdx.x)];
   __syncthreads();
   for (int idx = threadIdx.x; idx < nh * hd; idx += k_threads) {
     const int g = idx / hd, d = idx % hd;
@@ -169,7 +176,7 @@ __device__ bool finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
       }
     }
     float o = L > 0.0f ? O / L : 0.0f, l = L > 0.0f ? (mx + log2f(L)) * k_ln2 : -INFINITY;
-    if (!mc && g < pr.n) o = with_prior(o, l, pr.out[at(g) * hd + d], pr.lse[at(g)], &l);
+    if (!mc && g < pr.n) o = with_prior(o, l, pr.out[at(g) * hd + d], sm_pl[g], &l);
     bo.out[at(g) * bo.hs + d] = o;
     if (d == 0) bo.lse[at(g) * bo.ls] = l;
   }
@@ -244,7 +251,7 @@ __device__ bool finish_block(const float* sm_acc, const float (*sm_m)[GMAX], con
     float r[4] = {o.x * inv, o.y * inv, o.z * inv, o.w * inv};
     float l = total > 0.0f ? sm_max[g] + logf(total) : -INFINITY;
     if (g < pr.n) {
-      const float pl = pr.lse[at(g)], l0 = l;
+      const float pl = sm_pl[g], l0 = l;
 #pragma unroll
       for (int e = 0; e < 4; ++e) r[e] = with_prior(r[e], l0, pr.out[at(g) * hd + 4 * d4 + e], pl, &l);
     }
@@ -311,7 +318,7 @@ __device__ void attend_block(const attention_args& a, int64_t row, int32_t kvh, 
       int64_t j = src.begin + t * TK + r;
       if (j >= src.end) j = src.end - 1;  // a valid key; masked when scored
       const int64_t key = src.slots ? src.slots[j]
-                          : src.pages ? (src.masked ? masked_page_row(src.pages, src.page_size, j)
+                          : src.pages ? (src.masked ? masked_page_row(src.pages, src.page_size, src.n_keys, j)
                                                     : page_row(src.pages, src.page_size, j))
                                       : j;
       const int64_t vrow = a.v_rows ? a.v_rows[key] : key;
@@ -352,7 +359,7 @@ __device__ void attend_block(const attention_args& a, int64_t row, int32_t kvh, 
         for (int e = 0; e < 8; ++e) d = fmaf(q[g][e], k8[e], d);
         s[g] = group_sum<LPK>(d);
       }
-      if (j >= src.end || (src.masked && masked_page(src.pages, src.page_size, j))) continue;  // a whole lane group
+      if (j >= src.end || (src.masked && masked_key(src.pages, src.page_size, src.n_keys, j))) continue;  // a whole lane group
       if (src.log_weights) {
         const float w = src.log_weights[j] * k_log2e;
 #pragma unroll
@@ -454,7 +461,7 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
   const int32_t G = one_head ? 1 : group, h0 = one_head ? blockIdx.y : kvh * G;
   const int32_t R = G * (NP + 1);  // tile rows in use
   const int32_t* pages = pt.pages ? pt.pages + blockIdx.y * pt.stride : nullptr;
-  const int64_t len = pages ? paged_keys(pt, pages) : a.kv_len[row];
+  const int64_t len = pages ? paged_keys(pt, pages, blockIdx.y) : a.kv_len[row];
   const int64_t chunk = (len + n_splits - 1) / n_splits;
   const int64_t begin = len < split * chunk ? len : split * chunk;
   const int64_t end = len < begin + chunk ? len : begin + chunk;
@@ -734,16 +741,19 @@ __global__ void __launch_bounds__(k_threads, 2) attention_mma_kernel(const atten
     return;
   }
   const int64_t item = row * a.n_heads + h0;
+  // PRR's repair merges into the output the speculation left (in place: finish_block reads
+  // each prior before writing it).
+  const prior_rows prior = pt.merge ? prior_rows{a.out + item * HD, a.lse + item, G} : prior_rows{};
   if (n_splits == 1) {
     const block_out bo{a.out + item * HD, a.lse + item, HD, 1};
-    finish_block<16>(sm_acc, sm_m, sm_l, sm_w, G, HD, bo, nullptr);
+    finish_block<16>(sm_acc, sm_m, sm_l, sm_w, G, HD, bo, nullptr, 0, 0, prior);
     return;
   }
   const block_out bo{part_o + (item * n_splits + split) * HD, part_lse + item * n_splits + split,
                      static_cast<int64_t>(n_splits) * HD, n_splits};
   const merge_ctx mc{n_splits, counters + row * gridDim.y + blockIdx.y, part_o + item * n_splits * HD,
                      part_lse + item * n_splits, a.out + item * HD, a.lse + item};
-  finish_block<16>(sm_acc, sm_m, sm_l, sm_w, G, HD, bo, &mc);
+  finish_block<16>(sm_acc, sm_m, sm_l, sm_w, G, HD, bo, &mc, 0, 0, prior);
 }
 
 template <typename T, int LPK, int GMAX>
@@ -760,12 +770,14 @@ __global__ void __launch_bounds__(k_threads) attention_split_kernel(const attent
   const int32_t G = a.n_heads / a.n_kv_heads;
   const int32_t h0 = kvh * G + hg * GMAX, nh = min(GMAX, G - hg * GMAX);
   key_source src;
+  const int32_t ranker = pt.per_head ? h0 : kvh;
   if (pt.pages) {  // pages per query head: GMAX is 1 and h0 the head
-    src.pages = pt.pages + (pt.per_head ? h0 : kvh) * pt.stride;
+    src.pages = pt.pages + ranker * pt.stride;
     src.page_size = pt.page_size;
     src.masked = pt.masked != 0;
+    src.n_keys = pt.plan[0];
   }
-  const int64_t len = src.pages ? paged_keys(pt, src.pages) : a.kv_len[row];
+  const int64_t len = src.pages ? paged_keys(pt, src.pages, ranker) : a.kv_len[row];
   const int64_t chunk = (len + n_splits - 1) / n_splits;
   src.begin = len < split * chunk ? len : split * chunk;
   src.end = len < src.begin + chunk ? len : src.begin + chunk;
@@ -1102,6 +1114,8 @@ cudaError_t launch_split(const attention_args& a, const page_table& pt, void* wo
   int32_t* counters = static_cast<int32_t*>(work);
   float* po = work ? reinterpret_cast<float*>(counters + MAX_COUNTERS) : nullptr;
   float* pl = po ? po + static_cast<size_t>(a.n) * a.n_heads * n_splits * a.head_dim : nullptr;
+  const bool kept = pt.counts || pt.merge;
+  if (kept && (pt.masked || !mma_supported(a))) return cudaErrorInvalidValue;
   if (mma_supported(a) && !pt.masked) {  // masked tables: the CUDA-core kernel
     const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(per_head ? a.n_heads : a.n_kv_heads),
                     static_cast<unsigned>(a.n));
@@ -1148,6 +1162,10 @@ cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt
                                    int32_t n_sms, cudaStream_t s) {
   if (a.n != 1 || !pt.pages || !pt.plan || pt.page_size < 1) return cudaErrorInvalidValue;
   return launch_split(a, pt, work, n_sms, s);
+}
+
+bool attention_kept_pages_fits(const attention_args& a) {
+  return a.n == 1 && a.head_dim % 8 == 0 && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && mma_supported(a);
 }
 
 bool attention_pages_window_fits(const attention_args& a, const page_table& pt, int32_t n_past) {

@@ -216,14 +216,21 @@ struct page_table {
   int32_t page_size = 16;
   int32_t per_head = 0;
   int32_t masked = 0;  // ids may be -1 (a masked table): those pages hold no key
+  // Ranker r's first counts[r] ids are its pages (mask_pages' compacted output), in place of
+  // plan[2]; null: plan[2] of them.
+  const int32_t* counts = nullptr;
+  int32_t merge = 0;  // the result merged by log-sum-exp into out / lse (PRR's repair)
 };
 // Bytes of scratch launch_attention_pages needs (a.kv_bound = the most keys a ranker reads).
 size_t attention_pages_workspace_bytes(const attention_args& a, const page_table& pt, int32_t n_sms);
 // One row's attention over its rankers' pages (a.n = 1), split over the pages like
 // launch_attention; with KV-head rankers each K/V byte is read once per group. A page id of -1
-// (a masked table) contributes no key.
+// (a masked table) contributes no key. Tables with counts or a merge take the tensor-core
+// kernel only (attention_kept_pages_fits).
 cudaError_t launch_attention_pages(const attention_args& a, const page_table& pt, void* work,
                                    int32_t n_sms, cudaStream_t s);
+// Whether launch_attention_pages takes counts and merges for these shapes.
+bool attention_kept_pages_fits(const attention_args& a);
 
 // RetroAttention's past rows in the decode row's pass over its pages (backend.h,
 // attention_pages_window): q rows [0, n_past) are past rows at positions rows[i], q row n_past

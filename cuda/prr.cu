@@ -8,8 +8,9 @@
 //   (pages.cu) then picks the predicted set as select_pages picks Quest's.
 // update: a thread per (ranker, page): Holt's update with the step's Quest scores
 //   [rankers][scores_stride]; a page observed for the first time starts at (score, 0).
-// mask: a block per ranker, a thread per entry i < plan_a[2]: a binary search for a's id among
-//   b's plan_b[2] ascending ids; the id where shared == keep_shared, else -1; and the count kept.
+// mask: a block per ranker, a thread per entry i < plan_a[2] (chunks of 256): a binary search
+//   for a's id among b's plan_b[2] ascending ids; the ids where shared == keep_shared go first,
+//   in order (ballots, and the warps' counts in shared memory), -1 after; and the count kept.
 // The arithmetic is rounded step by step (no fused multiply-add) as the CPU computes it, so
 // both backends forecast the same scores and predict the same pages.
 // Bytes: the state (8 per page and ranker) read once, and written once by the update; the
@@ -63,27 +64,44 @@ __global__ void __launch_bounds__(k_threads) mask_kernel(const int32_t* a, int64
                                                          const int32_t* b, int64_t b_bound, const int32_t* plan_b,
                                                          bool keep_shared, int32_t* out, int32_t* kept) {
   pdl_begin();
-  __shared__ float sm[k_threads / k_warp];
+  constexpr int W = k_threads / k_warp;
+  __shared__ int32_t warp_kept[W];
   const int64_t n_a = plan_a[2], n_b = plan_b[2];
   const int32_t r = blockIdx.y;
   const int32_t* y = b + r * b_bound;
-  float n_kept = 0.0f;  // exact: a ranker keeps fewer than 2^24 pages
-  for (int64_t i = threadIdx.x; i < n_a; i += k_threads) {
-    const int32_t id = a[r * a_bound + i];
-    int64_t lo = 0, hi = n_b;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (y[mid] < id) lo = mid + 1;
-      else hi = mid;
+  int32_t* o = out + r * a_bound;
+  const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
+  int64_t base = 0;  // ids kept by the chunks before
+  for (int64_t i0 = 0; i0 < n_a; i0 += k_threads) {
+    const int64_t i = i0 + threadIdx.x;
+    int32_t id = -1;
+    bool keep = false;
+    if (i < n_a) {
+      id = a[r * a_bound + i];
+      int64_t lo = 0, hi = n_b;
+      while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (y[mid] < id) lo = mid + 1;
+        else hi = mid;
+      }
+      keep = (lo < n_b && y[lo] == id) == keep_shared;
     }
-    const bool shared = lo < n_b && y[lo] == id;
-    out[r * a_bound + i] = shared == keep_shared ? id : -1;
-    n_kept += shared == keep_shared ? 1.0f : 0.0f;
+    const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) warp_kept[warp] = __popc(ballot);
+    __syncthreads();
+    int64_t at = base + __popc(ballot & ((1u << lane) - 1u));
+    int32_t chunk = 0;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      at += w < warp ? warp_kept[w] : 0;
+      chunk += warp_kept[w];
+    }
+    if (keep) o[at] = id;
+    base += chunk;
+    __syncthreads();  // warp_kept is refilled
   }
-  if (kept) {
-    n_kept = block_sum(n_kept, sm);
-    if (threadIdx.x == 0) kept[r] = static_cast<int32_t>(n_kept);
-  }
+  for (int64_t i = base + threadIdx.x; i < n_a; i += k_threads) o[i] = -1;
+  if (kept && threadIdx.x == 0) kept[r] = static_cast<int32_t>(base);
 }
 
 unsigned blocks_for(int64_t n) {

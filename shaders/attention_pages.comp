@@ -6,7 +6,8 @@
 // (the newest, partial page is forced, so it is the list's last), all from the device page
 // plan {n_keys, n_pages, n_selected, take}: a recorded step replays for any plan within
 // select_bound pages. A masked table (PRR's mask_pages: flags & 4) may hold ids of -1, whose
-// keys get no weight.
+// keys get no weight, and need not end with the newest page (it is compacted), so its keys
+// are cut at n_keys one by one.
 //   q f32 [n_heads][head_dim]; k, v [n_kv_heads][capacity][head_dim] of the cache type;
 //   ids i32 [n_rankers][select_bound]; out f32 [n_heads][head_dim], lse f32 [n_heads]
 // The body, its work split and bytes: attention_split.glsl (one row: rb = 1). Per-head lists

@@ -236,8 +236,10 @@ void main() {
 #elif PAGES
         const int id = rows.v[list + j / page_size];
         const uint vrow = page_row_of(id, j);
-        // A masked table's ids of -1 hold no key (flags & 4: mask_pages' output, PRR).
-        const float bias = (flags & 4u) != 0u && id < 0 ? NEG_INF : 0.0;
+        // A masked table's ids of -1 hold no key, nor do rows at n_keys or past it (flags & 4:
+        // mask_pages' output, PRR, compacted: the newest page need not be the list's last).
+        const bool no_key = id < 0 || uint(id) * page_size + j % page_size >= uint(lens.v[0]);
+        const float bias = (flags & 4u) != 0u && no_key ? NEG_INF : 0.0;
 #else
         const uint vrow = (flags & 1u) != 0u ? uint(rows.v[j]) : j;
         const float bias = 0.0;

@@ -10,8 +10,9 @@
 // prr_update (OP=1): the same split: Holt's update with the step's Quest scores [rankers]
 //   [scores_stride]; a page observed for the first time starts at (score, 0).
 // prr_mask (OP=2): a workgroup of 256 per ranker (y), an invocation per entry i < plan_a[2]:
-//   a binary search for a's id among b's plan_b[2] ascending ids; dst = the id where shared ==
-//   keep_shared, else -1; kept[r] = the count kept (with has_kept).
+//   a binary search for a's id among b's plan_b[2] ascending ids; the ids where shared ==
+//   keep_shared go to dst first, in order (a scan of the flags), -1 after; kept[r] = their
+//   count (with has_kept).
 // Every product and sum is `precise` (rounded step by step, no fused multiply-add), as the CPU
 // computes them, so every backend forecasts the same scores and predicts the same pages.
 // Bytes: the state (8 per page and ranker) read once and written once by the update; the
@@ -80,30 +81,43 @@ layout(push_constant) uniform params {
   uint has_kept;
 };
 
-shared uint sh_kept;
+shared uint sh_scan[256];
 
+// Chunks of 256 entries: each invocation tests one, an inclusive scan of the flags in shared
+// memory gives its place among the kept ids so far; the tail up to n_a becomes -1.
 void main() {
   const uint r = gl_WorkGroupID.y, t = gl_LocalInvocationID.x;
   const uint n_a = uint(clamp(plan_a.v[2], 0, int(a_bound)));
   const uint n_b = uint(clamp(plan_b.v[2], 0, int(b_bound)));
-  if (t == 0u) sh_kept = 0u;
-  barrier();
-  uint mine = 0u;
-  for (uint i = t; i < n_a; i += 256u) {
-    const int id = a.v[r * a_bound + i];
-    uint lo = 0u, hi = n_b;
-    while (lo < hi) {
-      const uint mid = (lo + hi) / 2u;
-      if (b.v[r * b_bound + mid] < id) lo = mid + 1u;
-      else hi = mid;
+  uint base = 0u;
+  for (uint i0 = 0u; i0 < n_a; i0 += 256u) {
+    const uint i = i0 + t;
+    int id = -1;
+    bool keep = false;
+    if (i < n_a) {
+      id = a.v[r * a_bound + i];
+      uint lo = 0u, hi = n_b;
+      while (lo < hi) {
+        const uint mid = (lo + hi) / 2u;
+        if (b.v[r * b_bound + mid] < id) lo = mid + 1u;
+        else hi = mid;
+      }
+      const bool shared_id = lo < n_b && b.v[r * b_bound + lo] == id;
+      keep = shared_id == (keep_shared != 0u);
     }
-    const bool shared_id = lo < n_b && b.v[r * b_bound + lo] == id;
-    const bool keep = shared_id == (keep_shared != 0u);
-    dst.v[r * a_bound + i] = keep ? id : -1;
-    mine += keep ? 1u : 0u;
+    sh_scan[t] = keep ? 1u : 0u;
+    barrier();
+    for (uint off = 1u; off < 256u; off *= 2u) {
+      const uint add = t >= off ? sh_scan[t - off] : 0u;
+      barrier();
+      sh_scan[t] += add;
+      barrier();
+    }
+    if (keep) dst.v[r * a_bound + base + sh_scan[t] - 1u] = id;
+    base += sh_scan[255];
+    barrier();  // sh_scan is refilled
   }
-  if (mine > 0u) atomicAdd(sh_kept, mine);
-  barrier();
-  if (t == 0u && has_kept != 0u) kept.v[r] = int(sh_kept);
+  for (uint i = base + t; i < n_a; i += 256u) dst.v[r * a_bound + i] = -1;
+  if (t == 0u && has_kept != 0u) kept.v[r] = int(base);
 }
 #endif

@@ -309,6 +309,15 @@ void backend::mask_pages(const tensor&, int64_t, const tensor&, const tensor&, i
   fail(SA_ERR_UNSUPPORTED, "mask_pages (PRR) is not implemented on the %s backend", name());
 }
 
+void backend::attention_kept_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                   int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                   int64_t select_bound, const tensor& plan, const tensor&, float scale, bool merge,
+                                   const tensor& out, const tensor& lse, const tensor& out_b, const tensor& lse_b) {
+  attention_pages(q, kv, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages, select_bound, plan, scale,
+                  merge ? out_b : out, merge ? lse_b : lse, true);
+  if (merge) merge_attention(out, lse, out_b, lse_b);
+}
+
 void backend::vattention_budget(const tensor&, const kv_view&, int32_t, int32_t, int32_t, int32_t, bool,
                                 const tensor&, int64_t, const tensor&, int64_t, float, const vattention_params&,
                                 const tensor&, const tensor&, const tensor&) {

@@ -447,14 +447,26 @@ class backend {
   virtual void update_predictor(const tensor& state, int64_t pages_capacity, int32_t n_rankers,
                                 const tensor& scores, int64_t scores_stride, const tensor& plan,
                                 float alpha, float beta, float phi);
-  // out [n_rankers][a_bound]: the plan_a[2] page ids of each ranker in a [n_rankers][a_bound],
-  // each replaced by -1 unless it is (keep_shared) or is not (!keep_shared) among the plan_b[2]
-  // ids of the same ranker in b [n_rankers][b_bound] (both ascending). attention_pages skips
-  // ids of -1 on the backends with these ops. With `kept` (i32 [n_rankers]), also the count of
-  // ids each ranker kept.
+  // out [n_rankers][a_bound]: of the plan_a[2] page ids of each ranker in a [n_rankers][a_bound],
+  // those that are (keep_shared) or are not (!keep_shared) among the plan_b[2] ids of the same
+  // ranker in b [n_rankers][b_bound] (both ascending), first and in order, then -1 up to entry
+  // plan_a[2]. attention_pages skips ids of -1 on the backends with these ops. With `kept` (i32
+  // [n_rankers]), also the count of ids each ranker kept (attention_kept_pages' counts).
   virtual void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
                           int64_t b_bound, const tensor& plan_b, int32_t n_rankers,
                           bool keep_shared, const tensor& out, const tensor* kept = nullptr);
+  // attention_pages over mask_pages' output: ranker r's first counts[r] ids (i32 [n_rankers])
+  // are its pages, the rest of its plan[2] entries -1. With `merge`, the result is merged by
+  // log-sum-exp into what out / lse hold (merge_attention; a ranker with no page leaves its
+  // heads' out and lse as they were), else written there. out_b, lse_b (out's and lse's shapes)
+  // are scratch the default uses: attention_pages over the masked table, then merge_attention.
+  // A backend may read only the counted ids and merge in the same pass (CUDA does where its
+  // tensor-core kernel takes the shapes).
+  virtual void attention_kept_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                    int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                    int64_t select_bound, const tensor& plan, const tensor& counts, float scale,
+                                    bool merge, const tensor& out, const tensor& lse, const tensor& out_b,
+                                    const tensor& lse_b);
 
   // ---- vAttention on the device: one decode row (policy/vattention.h) --------------------
   // Ops a backend may lack (has_vattention() false; the defaults throw SA_ERR_UNSUPPORTED).

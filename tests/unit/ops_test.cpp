@@ -1831,6 +1831,110 @@ std::pair<std::vector<double>, double> exact_partial(const page_problem& p, int3
   return {acc, m + std::log(sum)};
 }
 
+TEST_P(ops, attention_kept_pages_attends_the_counted_pages_and_merges) {
+  // PRR's repair: each ranker's first counts[r] ids of a compacted table (mask_pages' output:
+  // a random part of a selection, -1 after; one ranker keeps none), written, or merged by
+  // log-sum-exp into an output over the selection's other pages — against attention in double
+  // over the kept pages, and over the whole selection. A ranker with nothing kept leaves its
+  // heads' output as it was, bit for bit. On CUDA the tensor-core cases (1, 2, 3, 6) read the
+  // counts in the kernel and merge in its last block; case 0 (f32) takes the masked table and
+  // merge_attention.
+  if (!harness(GetParam()).be->has_prr()) GTEST_SKIP() << "no PRR ops on this backend";
+  for (int c : {0, 1, 2, 3, 6}) {
+    const page_problem p = page_case(c);
+    harness h(GetParam());
+    tensor q = h.upload(p.q, p.hd, p.n_heads);
+    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
+    tensor v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap, p.type);
+    const sa::kv_view kv{&k, &v, p.cap, 0, nullptr};
+    const tensor plan = h.ints(p.plan());
+    const int64_t select_bound = p.n_selected + 2;
+    const int32_t group = p.n_heads / p.n_kv_heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
+    for (bool group_mean : {false, true}) {
+      const std::string where = "case " + std::to_string(c) + (group_mean ? " (group)" : "");
+      const int32_t rankers = p.rankers(group_mean);
+      const std::vector<int32_t> ids =
+          p.random_selection(group_mean, select_bound, static_cast<uint64_t>(c * 2 + group_mean + 40));
+      // Kept: a random part of each ranker's selection (ranker 1: none), compacted.
+      std::mt19937_64 rng(static_cast<uint64_t>(c + 17));
+      std::vector<int32_t> kept_ids(ids.size(), -1), counts(static_cast<size_t>(rankers), 0);
+      std::vector<std::vector<int64_t>> kept_rows(static_cast<size_t>(rankers)), other_rows(kept_rows);
+      for (int32_t r = 0; r < rankers; ++r)
+        for (int64_t i = 0; i < p.n_selected; ++i) {
+          const int32_t pg = ids[static_cast<size_t>(r * select_bound + i)];
+          const bool keep = r != 1 && (rng() % 3 != 0 || i == p.n_selected - 1);  // the newest page kept
+          if (keep) kept_ids[static_cast<size_t>(r * select_bound + counts[static_cast<size_t>(r)]++)] = pg;
+          for (int64_t row = int64_t{pg} * p.page; row < std::min<int64_t>((pg + 1) * p.page, p.n_keys); ++row)
+            (keep ? kept_rows : other_rows)[static_cast<size_t>(r)].push_back(row);
+        }
+      const tensor table = h.ints(kept_ids), n_kept = h.ints(counts);
+      const size_t width = static_cast<size_t>(p.n_heads * p.hd);
+      tensor out_b = h.upload(std::vector<float>(width, NAN), p.hd, p.n_heads);
+      tensor lse_b = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads), NAN), p.n_heads, 1);
+      // Written: attention over the kept pages.
+      tensor out = h.upload(std::vector<float>(width, NAN), p.hd, p.n_heads);
+      tensor lse = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads), NAN), p.n_heads, 1);
+      h.be->attention_kept_pages(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, table, select_bound, plan,
+                                 n_kept, scale, false, out, lse, out_b, lse_b);
+      std::vector<float> o = h.download(out), l = h.download(lse);
+      std::vector<double> want_o, want_l;
+      std::vector<float> got_o, got_l;
+      for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+        const int32_t r = group_mean ? hh / group : hh;
+        if (r == 1) {
+          EXPECT_EQ(l[static_cast<size_t>(hh)], -INFINITY) << where << " head " << hh;
+          continue;
+        }
+        const auto [eo, el] = exact_partial(p, hh, kept_rows[static_cast<size_t>(r)], scale, 0.0);
+        want_o.insert(want_o.end(), eo.begin(), eo.end());
+        want_l.push_back(el);
+        got_o.insert(got_o.end(), o.begin() + hh * p.hd, o.begin() + (hh + 1) * p.hd);
+        got_l.push_back(l[static_cast<size_t>(hh)]);
+      }
+      const double t = tol(1e-5, device_attention_tol(p.type, p.hd));
+      EXPECT_LT(rel_err(got_o, want_o), t) << where;
+      EXPECT_LT(rel_err(got_l, want_l), t) << where;
+      // Merged into the other pages' output: attention over the whole selection.
+      std::vector<float> prior_o, prior_l;
+      for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+        const int32_t r = group_mean ? hh / group : hh;
+        const auto [po, pl] = exact_partial(p, hh, other_rows[static_cast<size_t>(r)], scale, 0.0);
+        for (double x : po) prior_o.push_back(static_cast<float>(x));
+        prior_l.push_back(static_cast<float>(pl));
+      }
+      out = h.upload(prior_o, p.hd, p.n_heads);
+      lse = h.upload(prior_l, p.n_heads, 1);
+      h.be->attention_kept_pages(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, table, select_bound, plan,
+                                 n_kept, scale, true, out, lse, out_b, lse_b);
+      o = h.download(out);
+      l = h.download(lse);
+      want_o.clear();
+      want_l.clear();
+      got_o.clear();
+      got_l.clear();
+      for (int32_t hh = 0; hh < p.n_heads; ++hh) {
+        const int32_t r = group_mean ? hh / group : hh;
+        if (r == 1) {
+          for (int32_t x = 0; x < p.hd; ++x)
+            ASSERT_EQ(o[static_cast<size_t>(hh * p.hd + x)], prior_o[static_cast<size_t>(hh * p.hd + x)]) << where;
+          ASSERT_EQ(l[static_cast<size_t>(hh)], prior_l[static_cast<size_t>(hh)]) << where;
+          continue;
+        }
+        std::vector<int64_t> all = kept_rows[static_cast<size_t>(r)];
+        all.insert(all.end(), other_rows[static_cast<size_t>(r)].begin(), other_rows[static_cast<size_t>(r)].end());
+        const auto [eo, el] = exact_partial(p, hh, all, scale, 0.0);
+        want_o.insert(want_o.end(), eo.begin(), eo.end());
+        want_l.push_back(el);
+        got_o.insert(got_o.end(), o.begin() + hh * p.hd, o.begin() + (hh + 1) * p.hd);
+        got_l.push_back(l[static_cast<size_t>(hh)]);
+      }
+      EXPECT_LT(rel_err(got_o, want_o), t) << where << " (merged)";
+      EXPECT_LT(rel_err(got_l, want_l), t) << where << " (merged)";
+    }
+  }
+}
+
 TEST_P(ops, vattention_budget_and_sample_match_a_double_reference) {
   if (!harness(GetParam()).be->has_vattention()) GTEST_SKIP() << "no vAttention ops on this backend";
   int sampled_less = 0;

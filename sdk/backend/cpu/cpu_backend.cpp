@@ -672,9 +672,9 @@ void cpu_backend::mask_pages(const tensor& a, int64_t a_bound, const tensor& pla
     for (int64_t i = 0; i < pa.n_selected; ++i) {
       while (j < pb.n_selected && y[j] < x[i]) ++j;
       const bool shared = j < pb.n_selected && y[j] == x[i];
-      o[i] = shared == keep_shared ? x[i] : -1;
-      n_kept += shared == keep_shared;
+      if (shared == keep_shared) o[n_kept++] = x[i];
     }
+    std::fill(o + n_kept, o + pa.n_selected, -1);
     if (kept) ptr<int32_t>(*kept)[r] = n_kept;
   }
 }

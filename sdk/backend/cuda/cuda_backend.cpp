@@ -873,6 +873,32 @@ void cuda_backend::mask_pages(const tensor& a, int64_t a_bound, const tensor& pl
         "mask_pages");
 }
 
+void cuda_backend::attention_kept_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                                        int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                                        int64_t select_bound, const tensor& plan, const tensor& counts, float scale,
+                                        bool merge, const tensor& out, const tensor& lse, const tensor& out_b,
+                                        const tensor& lse_b) {
+  check_plan(plan, "attention_kept_pages");
+  attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
+  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
+  if (kv.v_rows || !attention_kept_pages_fits(a)) {
+    backend::attention_kept_pages(q, kv, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages, select_bound,
+                                  plan, counts, scale, merge, out, lse, out_b, lse_b);
+    return;
+  }
+  if (page_size < 1 || select_bound < 1 || pages.type != dtype::i32 || pages.elements() < rankers * select_bound ||
+      counts.type != dtype::i32 || counts.elements() < rankers)
+    fail(SA_ERR_INTERNAL, "attention_kept_pages: %lld pages per ranker, counts of %lld rankers",
+         static_cast<long long>(select_bound), static_cast<long long>(counts.elements()));
+  a.kv_bound = select_bound * page_size;  // the most keys a ranker reads: the launch shape
+  page_table pt = page_table_of(pages, select_bound, plan, page_size, group_mean);
+  pt.counts = ints(counts);
+  pt.merge = merge ? 1 : 0;
+  const size_t work = attention_pages_workspace_bytes(a, pt, n_sms_);
+  check(launch_attention_pages(a, pt, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_),
+        "attention_kept_pages");
+}
+
 vattention_args cuda_backend::vattention_args_of(const char* op, const tensor& q, const kv_view& kv,
                                                       int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                                                       int32_t page_size, bool group_mean, const tensor& pages,

@@ -144,6 +144,11 @@ class cuda_backend final : public backend {
   void mask_pages(const tensor& a, int64_t a_bound, const tensor& plan_a, const tensor& b,
                   int64_t b_bound, const tensor& plan_b, int32_t n_rankers, bool keep_shared,
                   const tensor& out, const tensor* kept = nullptr) override;
+  void attention_kept_pages(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
+                            int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
+                            int64_t select_bound, const tensor& plan, const tensor& counts, float scale,
+                            bool merge, const tensor& out, const tensor& lse, const tensor& out_b,
+                            const tensor& lse_b) override;
   bool has_vattention() const override { return true; }
   void vattention_budget(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, int32_t page_size, bool group_mean, const tensor& pages,
