@@ -40,8 +40,12 @@ prr::prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_ranke
       theta_(static_cast<size_t>(hp.n_layers)) {
   state_ = new_f32_tensor(be, buffers_, 2 * pages_capacity, int64_t{hp.n_layers} * n_rankers);
   forecast_ = new_f32_tensor(be, buffers_, pages_capacity, n_rankers);
-  predicted_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, n_rankers);
-  masked_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, n_rankers);
+  predicted_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, int64_t{hp.n_layers} * n_rankers);
+  missed_pages_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, n_rankers);
+  if (c.prr == speculation::strict) {
+    shared_pages_ = new_tensor(be, buffers_, dtype::i32, pages_capacity, n_rankers);
+    shared_n_ = new_tensor(be, buffers_, dtype::i32, n_rankers, 1);
+  }
   missed_ = new_tensor(be, buffers_, dtype::i32, n_rankers, hp.n_layers);
   calib_q_ = new_f32_tensor(be, buffers_, int64_t{hp.n_heads} * hp.head_dim,
                             int64_t{hp.n_layers} * c.prr_calib_rows);
@@ -50,7 +54,16 @@ prr::prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_ranke
   stats_.grid = static_cast<int32_t>(std::size(k_alphas) * std::size(k_betas) * std::size(k_phis));
 }
 
-void prr::begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys) {
+namespace {
+// P's plan values for Quest's plan of n_keys keys, pages [0, observed) having state.
+std::array<int32_t, 5> p_plan(const sparse_config& c, const page_plan& plan, int64_t n_keys, int64_t observed) {
+  const int64_t take = predicted_take(c, plan);
+  return {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan.n_pages), static_cast<int32_t>(plan.forced + take),
+          static_cast<int32_t>(take), static_cast<int32_t>(std::min(observed, plan.n_pages))};
+}
+}  // namespace
+
+uint32_t prr::begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys) {
   settle();  // the last step's figures, before its plan goes
   plan_ = plan;
   // Every sparse layer repairs (a replayed step runs no host code, so they are listed here).
@@ -59,45 +72,87 @@ void prr::begin(step_buffer& step, const page_plan& plan, const page_plan& most,
     for (int32_t l = c_.dense_layers; l < hp_.n_layers; ++l) repaired_.push_back(l);
   figures_pending_ = !repaired_.empty();
   take_p_ = predicted_take(c_, plan);
-  const int32_t v[5] = {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan.n_pages),
-                        static_cast<int32_t>(plan.forced + take_p_), static_cast<int32_t>(take_p_),
-                        static_cast<int32_t>(std::min(n_observed_, plan.n_pages))};
-  plan_p_ = step.put(std::span<const int32_t>(v, 5));
+  const std::array<int32_t, 5> now = p_plan(c_, plan, n_keys, n_observed_);
+  plan_p_ = step.put(std::span<const int32_t>(now));
   select_bound_p_ = std::max(most.forced + predicted_take(c_, most), plan.forced + take_p_);
+  // P was predicted by the last step's tails if they expected this step: its keys, its pages
+  // observed, its table's shape.
+  from_last_ = ahead_.valid && ahead_.plan == now && ahead_.select_bound == select_bound_p_;
+  ahead_ = {};
+  side_ = side_state::none;
+  // This step's tails predict the next decode step's (one key more; the pages this step
+  // observes have state then), when it is sparse and its P fits this step's table.
+  const page_plan next = plan_pages(c_, n_keys + 1);
+  const std::array<int32_t, 5> then = p_plan(c_, next, n_keys + 1, std::max(n_observed_, plan.n_pages));
+  if (c_.prr_ahead && !repaired_.empty() && !next.dense && then[2] <= select_bound_p_) {
+    ahead_.valid = true;
+    ahead_.plan = then;
+    ahead_.select_bound = select_bound_p_;
+    plan_next_ = step.put(std::span<const int32_t>(then));
+  }
+  return (from_last_ ? 0u : 1u) | (ahead_.valid ? 0u : 2u);
+}
+
+tensor prr::predicted(int32_t layer) const { return predicted_.row_range(int64_t{layer} * n_rankers_, n_rankers_); }
+
+void prr::predict(int32_t layer, const tensor& plan) {
+  const tensor st = state_.row_range(int64_t{layer} * n_rankers_, n_rankers_);
+  be_.predict_pages(st, pages_capacity_, n_rankers_, theta_[static_cast<size_t>(layer)].phi, c_.sink_pages,
+                    c_.local_pages, plan, pages_capacity_, forecast_, predicted(layer), select_bound_p_);
+}
+
+void prr::join_side() {
+  if (side_ == side_state::none) return;
+  be_.join_side();
+  side_ = side_state::none;
 }
 
 void prr::speculate(int32_t layer, const tensor& q, const kv_view& kv, float scale, const tensor& out,
                     const tensor& lse) {
-  const tensor st = state_.row_range(int64_t{layer} * n_rankers_, n_rankers_);
-  be_.predict_pages(st, pages_capacity_, n_rankers_, theta_[static_cast<size_t>(layer)].phi, c_.sink_pages,
-                    c_.local_pages, plan_p_, pages_capacity_, forecast_, predicted_, select_bound_p_);
-  if (c_.prr == speculation::superset)
+  // The last layer's tail read the selection's scores, which this layer's selection rewrites.
+  join_side();
+  const bool superset = c_.prr == speculation::superset;
+  if (from_last_ && !superset) return;
+  be_.begin_side();
+  if (!from_last_) predict(layer, plan_p_);
+  if (superset)
     be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size,
-                        c_.granularity == select_granularity::per_group, predicted_, select_bound_p_, plan_p_,
+                        c_.granularity == select_granularity::per_group, predicted(layer), select_bound_p_, plan_p_,
                         scale, out, lse);
+  be_.end_side();
+  side_ = side_state::speculation;
 }
 
 void prr::repair(int32_t layer, const tensor& q, const kv_view& kv, const page_selection& a,
                  const tensor& scores, int64_t scores_stride, float scale, const tensor& out,
                  const tensor& lse) {
+  join_side();
   const prr_theta& th = theta_[static_cast<size_t>(layer)];
   const tensor st = state_.row_range(int64_t{layer} * n_rankers_, n_rankers_);
-  be_.update_predictor(st, pages_capacity_, n_rankers_, scores, scores_stride, plan_p_, th.alpha, th.beta, th.phi);
+  const tensor p = predicted(layer);
   const bool group = c_.granularity == select_granularity::per_group;
-  if (c_.prr == speculation::strict) {
-    // The selected pages that were predicted (their partial is what speculation would have
-    // computed), then the missed ones.
-    be_.mask_pages(*a.pages, a.select_bound, *a.plan, predicted_, select_bound_p_, plan_p_, n_rankers_, true,
-                   masked_);
-    be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, masked_,
-                        a.select_bound, *a.plan, scale, out, lse, true);
-  }
+  // The selected pages P missed (and, strict, those it predicted: their partial is what the
+  // speculation would have computed), compacted, before the tail rewrites P.
   const tensor missed = missed_.row_range(layer, 1);
-  be_.mask_pages(*a.pages, a.select_bound, *a.plan, predicted_, select_bound_p_, plan_p_, n_rankers_, false,
-                 masked_, &missed);
-  be_.attention_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, masked_,
-                      a.select_bound, *a.plan, scale, out_b_, lse_b_, true);
-  be_.merge_attention(out, lse, out_b_, lse_b_);
+  if (c_.prr == speculation::strict)
+    be_.mask_pages(*a.pages, a.select_bound, *a.plan, p, select_bound_p_, plan_p_, n_rankers_, true, shared_pages_,
+                   &shared_n_);
+  be_.mask_pages(*a.pages, a.select_bound, *a.plan, p, select_bound_p_, plan_p_, n_rankers_, false, missed_pages_,
+                 &missed);
+  // The tail, beside the repair: the predictor learns the step's scores, then forecasts the
+  // next step's P.
+  be_.begin_side();
+  be_.update_predictor(st, pages_capacity_, n_rankers_, scores, scores_stride, plan_p_, th.alpha, th.beta, th.phi);
+  if (ahead_.valid) predict(layer, plan_next_);
+  be_.end_side();
+  side_ = side_state::tail;
+  if (c_.prr == speculation::strict)
+    be_.attention_kept_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, shared_pages_,
+                             a.select_bound, *a.plan, shared_n_, scale, false, out, lse, out_b_, lse_b_);
+  be_.attention_kept_pages(q, kv, hp_.n_heads, hp_.n_kv_heads, hp_.head_dim, c_.page_size, group, missed_pages_,
+                           a.select_bound, *a.plan, missed, scale, true, out, lse, out_b_, lse_b_);
+  // A step ends with its queues joined.
+  if (layer == hp_.n_layers - 1) join_side();
 }
 
 void prr::settle() const {
@@ -217,6 +272,7 @@ void prr::remember(int32_t layer, const tensor& q, const batch_meta& m) {
 
 void prr::calibrate(const page_summaries& summaries) {
   if (!pending_) return;
+  ahead_ = {};  // θ and the state change: the next step predicts its own P
   const auto t0 = std::chrono::steady_clock::now();
   for (int32_t l = c_.dense_layers; l < hp_.n_layers; ++l)
     calibrate_layer(l, summaries.layer(l), summaries.pages_capacity());
@@ -300,6 +356,7 @@ void prr::read_state(state_reader& r) {
                static_cast<size_t>(2 * observed) * sizeof(float));
   }
   n_observed_ = observed;
+  ahead_ = {};
   stats_ = st;
   theta_ = std::move(theta);
 }

@@ -9,6 +9,15 @@
 //                         to floating-point tolerance.
 // On the CPU the same computation runs in order (the same results, no overlap).
 //
+// What runs where, per sparse layer of a decode step (a backend with a second queue, CUDA):
+//   side: attention over P (superset), P already predicted by the last step's repair of the
+//         layer — or, first, predicted now when the last step did not expect this one;
+//   main: the selection A (scores, top pages), then once both are done the missed pages A \ P
+//         (one mask) and their attention merged into P's output (one kernel on CUDA);
+//   side: the tail, beside the repair's attention and the layers after it: the predictor
+//         learns the step's scores and predicts the next decode step's P (n_keys + 1), so no
+//         forecast or top-k sits before the next step's speculation.
+//
 // The predictor, per (layer, ranker, page): Holt's linear method with a damped trend,
 //   forecast   ŝ = level + φ · trend
 //   update     level' = α s + (1 − α) ŝ,  trend' = β (level' − level) + (1 − β) φ trend
@@ -24,6 +33,7 @@
 // steps continue from.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -59,15 +69,19 @@ class prr {
  public:
   prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_rankers, int64_t pages_capacity);
 
-  // A decode step with Quest's plan for n_keys keys: P's plan goes into the step buffer.
-  // most: the plan at the attention bucket's bound (launch shapes).
-  void begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys);
-  // Layer `layer`, before the selection: P, and with the superset mode its attention into
-  // out [n_heads][head_dim], lse [n_heads].
+  // A decode step with Quest's plan for n_keys keys: P's plan, and the next step's, go into
+  // the step buffer. most: the plan at the attention bucket's bound (launch shapes). Returns
+  // what a recorded step's shape depends on (0-3): whether P is predicted at this step's start
+  // (the last step did not predict it) and whether this step predicts the next one's.
+  uint32_t begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys);
+  // Layer `layer`, before the selection, on the backend's second queue: P (unless the last step
+  // predicted it), and with the superset mode its attention into out [n_heads][head_dim], lse
+  // [n_heads].
   void speculate(int32_t layer, const tensor& q, const kv_view& kv, float scale, const tensor& out,
                  const tensor& lse);
-  // After the selection A (its pages, plan and scores [n_rankers][scores_stride]): the predictor
-  // learns the scores, and out/lse become attention over P ∪ A (superset) or A (strict).
+  // After the selection A (its pages, plan and scores [n_rankers][scores_stride]): out/lse
+  // become attention over P ∪ A (superset) or A (strict); beside it the predictor learns the
+  // scores and predicts the next step's P.
   void repair(int32_t layer, const tensor& q, const kv_view& kv, const page_selection& a,
               const tensor& scores, int64_t scores_stride, float scale, const tensor& out,
               const tensor& lse);
@@ -77,8 +91,12 @@ class prr {
   const int32_t* wasted(int32_t layer) const;
   // The decode step completed: pages up to its newest now have state.
   void end_step();
-  // The decode step failed: its figures are not counted.
-  void abandon() { figures_pending_ = false; }
+  // The decode step failed: its figures are not counted, and what it predicted is not used.
+  void abandon() {
+    figures_pending_ = false;
+    ahead_ = {};
+    side_ = side_state::none;
+  }
 
   // A prefill batch's last rows (q rotated) are kept for the calibration, which runs once at
   // the end of the prefill call (calibrate), on the last batch's rows: a long prompt pays once.
@@ -105,6 +123,11 @@ class prr {
                 std::vector<float>& level, std::vector<float>& trend) const;
   // The last step's hits and waste from the missed counts (one download), when pending.
   void settle() const;
+  // Layer l's P: i32 [n_rankers][select_bound_p_] at the layer's rows of predicted_.
+  tensor predicted(int32_t layer) const;
+  void predict(int32_t layer, const tensor& plan);
+  // The main queue waits for the side queue's work (when some is pending).
+  void join_side();
 
   backend& be_;
   const hparams& hp_;
@@ -114,10 +137,22 @@ class prr {
   std::vector<buffer_ptr> buffers_;
   tensor state_;      // f32 [n_layers][n_rankers][pages_capacity][2]
   tensor forecast_;   // f32 [n_rankers][pages_capacity]: scratch of predict_pages
-  tensor predicted_;  // i32 [n_rankers][pages_capacity]: P
-  tensor masked_;     // i32 [n_rankers][pages_capacity]: A \ P, or A ∩ P
+  tensor predicted_;  // i32 [n_layers][n_rankers][pages_capacity]: each layer's P
+  tensor missed_pages_;  // i32 [n_rankers][pages_capacity]: A \ P, compacted (mask_pages)
+  tensor shared_pages_;  // i32 [n_rankers][pages_capacity]: A ∩ P (strict), compacted
+  tensor shared_n_;      // i32 [n_rankers]: their counts
   tensor out_b_, lse_b_;
   tensor plan_p_;     // the step's {n_keys, n_pages, n_selected_P, take_P, n_observed}
+  tensor plan_next_;  // the same for the next decode step (n_keys + 1), which the tails predict
+  // The next step's P plan the step's tails predict for (valid: they do), and whether this
+  // step's P came from the last one's.
+  struct ahead {
+    bool valid = false;
+    std::array<int32_t, 5> plan{};
+    int64_t select_bound = 0;
+  } ahead_;
+  bool from_last_ = false;
+  enum class side_state { none, speculation, tail } side_ = side_state::none;
   tensor calib_q_;    // f32 [n_layers][calib_rows][n_heads * head_dim]: the remembered rows
   int64_t calib_n_ = 0, calib_first_keys_ = 0;  // rows remembered; keys the first one saw
   bool pending_ = false;

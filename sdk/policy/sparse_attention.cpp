@@ -143,9 +143,9 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
   const page_plan most = plan_pages(c_, std::min(m.kv_bound, summaries_.pages_capacity() * c_.page_size));
   pages_bound_ = std::max(most.n_pages, plan_.n_pages);
   select_bound_ = std::max(most.n_selected, plan_.n_selected);
-  if (prr_) prr_->begin(step_, plan_, most, n_keys);
+  const uint32_t prr_shape = prr_ ? prr_->begin(step_, plan_, most, n_keys) : 0;
   if (!selects_on_backend() || c_.check_error) return 0;
-  return plan_.dense ? 1 : 2;
+  return plan_.dense ? 1 : 2 + prr_shape;
 }
 
 bool sparse_attention::appends_newest_key(const batch_meta& m) const {
@@ -380,14 +380,9 @@ void sparse_attention::attend_row(int32_t layer, const tensor& q, const kv_view&
     // Quest: scores, top pages and attention over them, all on the backend. With PRR the
     // predicted pages are attended on a second queue while the selection runs, and the missed
     // ones repaired after it.
-    if (prr_) {
-      be_.begin_side();
-      prr_->speculate(layer, q, kv, scale_, out, lse);
-      be_.end_side();
-    }
+    if (prr_) prr_->speculate(layer, q, kv, scale_, out, lse);
     select(layer, q);
     if (prr_) {
-      be_.join_side();
       // (The superset's wasted pages join keys_attended when the figures settle.)
       prr_->repair(layer, q, kv, selection(), page_scores_, pages_bound_, scale_, out, lse);
     } else if (window) {

@@ -30,6 +30,7 @@ struct sparse_config {
   speculation prr = speculation::none;
   float prr_ratio = 1.0f;        // PRR's r: predicted pages per page Quest picks by score
   int32_t prr_calib_rows = 64;   // prefill rows a calibration replays (the chunk's last)
+  bool prr_ahead = true;         // PRR: a step's repairs predict the next step's P (tests turn it off)
   uint64_t seed = 0;             // vAttention's sampling stream (the session's seed)
 
   bool enabled() const { return method != sparse_method::none; }

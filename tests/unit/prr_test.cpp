@@ -92,12 +92,35 @@ TEST_P(prr_ops, masks_keep_the_shared_or_the_missed_pages_and_attention_skips_th
   const sa::tensor a = h.ints({0, 3, 5, 9, 0, 2, 4, 9}, 4, 2), p = h.ints({0, 5, 7, 9, 0, 1, 2, 9}, 4, 2);
   const sa::tensor plan = h.ints({150, 10, 4, 2}, 4, 1), out = h.ints(std::vector<int32_t>(8), 4, 2);
   const sa::tensor kept = h.ints({-5, -5}, 2, 1);
+  // The kept ids come first, in order; -1 after.
   h.be->mask_pages(a, 4, plan, p, 4, plan, 2, false, out, &kept);
-  EXPECT_EQ(h.get<int32_t>(out, 8), (std::vector<int32_t>{-1, 3, -1, -1, -1, -1, 4, -1}));
+  EXPECT_EQ(h.get<int32_t>(out, 8), (std::vector<int32_t>{3, -1, -1, -1, 4, -1, -1, -1}));
   EXPECT_EQ(h.get<int32_t>(kept, 2), (std::vector<int32_t>{1, 1}));
   h.be->mask_pages(a, 4, plan, p, 4, plan, 2, true, out, &kept);
-  EXPECT_EQ(h.get<int32_t>(out, 8), (std::vector<int32_t>{0, -1, 5, 9, 0, 2, -1, 9}));
+  EXPECT_EQ(h.get<int32_t>(out, 8), (std::vector<int32_t>{0, 5, 9, -1, 0, 2, 9, -1}));
   EXPECT_EQ(h.get<int32_t>(kept, 2), (std::vector<int32_t>{3, 3}));
+  {
+    // More ids than a device's workgroup (chunks of 256): A = 0, 2, 4, ... (700 ids, bound 703),
+    // P = the multiples of 3 below 2100; the missed ids are A's that are not multiples of 3.
+    std::vector<int32_t> big_a(703, -9), big_p;
+    for (int32_t i = 0; i < 700; ++i) big_a[static_cast<size_t>(i)] = 2 * i;
+    for (int32_t x = 0; x < 2100; x += 3) big_p.push_back(x);
+    const int32_t np = static_cast<int32_t>(big_p.size());
+    const sa::tensor ta = h.ints(big_a, 703, 1), tp = h.ints(big_p, np, 1);
+    const sa::tensor pa = h.ints({5000, 1400, 700, 690}, 4, 1), pp = h.ints({5000, 1400, np, np}, 4, 1);
+    const sa::tensor big_out = h.ints(std::vector<int32_t>(703, -9), 703, 1), big_kept = h.ints({-5}, 1, 1);
+    for (bool keep_shared : {false, true}) {
+      std::vector<int32_t> want;
+      for (int32_t i = 0; i < 700; ++i)
+        if (((2 * i) % 3 == 0) == keep_shared) want.push_back(2 * i);
+      const auto n_kept = static_cast<int32_t>(want.size());
+      want.resize(700, -1);
+      want.resize(703, -9);  // entries past plan_a[2] are left alone
+      h.be->mask_pages(ta, 703, pa, tp, np, pp, 1, keep_shared, big_out, &big_kept);
+      EXPECT_EQ(h.get<int32_t>(big_out, 703), want) << keep_shared;
+      EXPECT_EQ(h.get<int32_t>(big_kept, 1), std::vector<int32_t>{n_kept}) << keep_shared;
+    }
+  }
   // attention_pages over {0, 5, 9} with a -1 equals attention over the table {0, 5, 9}.
   const int32_t hd = 8, cap = 160;
   std::vector<float> kh(static_cast<size_t>(cap * hd)), vh(kh.size()), qh(static_cast<size_t>(hd));
@@ -189,6 +212,36 @@ TEST(prr_session, superset_mode_predicting_every_page_is_dense_attention) {
   sa::session one(m, pc);
   EXPECT_NE(teacher_forced(plain, prompt, gen), teacher_forced(one, prompt, gen));
   EXPECT_GT(one.stats().prr_calibration_ms, 0.0);
+}
+
+TEST(prr_session, a_step_ahead_prediction_is_the_one_the_step_would_make) {
+  // Each step's repairs predict the next step's P (its tails); with prr_ahead off every step
+  // predicts its own at its start. The same P either way, so the same logits and figures,
+  // bitwise — across a chat turn (a prefill re-fits the predictor, so the step after it
+  // predicts its own) and per head and per group, in both modes.
+  const auto m = tiny();
+  const std::vector<int32_t> prompt = sa_test::token_stream(300, 11), turn = sa_test::token_stream(40, 12);
+  const std::vector<int32_t> gen = sa_test::token_stream(10, 13);
+  for (sa::speculation mode : {sa::speculation::superset, sa::speculation::strict})
+    for (sa::select_granularity g : {sa::select_granularity::per_head, sa::select_granularity::per_group}) {
+      sa::session_config c = quest(mode);
+      c.sparse.granularity = g;
+      c.sparse.prr_ratio = 0.75f;
+      sa::session ahead(m, c);
+      c.sparse.prr_ahead = false;
+      sa::session at_step(m, c);
+      auto run = [&](sa::session& s) {
+        std::vector<std::vector<float>> all = teacher_forced(s, prompt, gen);
+        const std::vector<std::vector<float>> more = teacher_forced(s, turn, gen);
+        all.insert(all.end(), more.begin(), more.end());
+        return all;
+      };
+      EXPECT_EQ(run(ahead), run(at_step));
+      EXPECT_EQ(ahead.stats().prr_hit_rate, at_step.stats().prr_hit_rate);
+      EXPECT_EQ(ahead.stats().prr_missed_pages, at_step.stats().prr_missed_pages);
+      EXPECT_EQ(ahead.stats().sparse_keys_attended, at_step.stats().sparse_keys_attended);
+      EXPECT_LT(ahead.stats().prr_hit_rate, 1.0);
+    }
 }
 
 // ---- the C ABI -------------------------------------------------------------------------------
