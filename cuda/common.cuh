@@ -254,21 +254,31 @@ __device__ __forceinline__ void pdl_begin() {
 // Whether launches on the current device may overlap (sm_90+, not disabled by SA_CUDA_PDL=0).
 bool pdl_enabled();
 
-// kernel<<<grid, block, smem, s>>>(args...), with programmatic dependent launch when enabled.
-// Like <<<>>>, a failed launch is reported by cudaGetLastError().
+// kernel<<<grid, block, smem, s>>>(args...), with programmatic dependent launch when enabled,
+// at the stream's priority (a recorded step keeps it per kernel: the backend's main stream
+// ranks above its side stream, so a side kernel takes the SMs the main one leaves). Like <<<>>>,
+// a failed launch is reported by cudaGetLastError().
 template <typename... Params, typename... Args>
 __host__ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                      Args&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  int priority = 0;
+  if (cudaStreamGetPriority(s, &priority) == cudaSuccess && priority != 0) {
+    attr[n].id = cudaLaunchAttributePriority;
+    attr[n++].val.priority = priority;
+  }
+  if (pdl_enabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = static_cast<unsigned>(n);
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 

@@ -124,9 +124,17 @@ cuda_backend::cuda_backend(int device) : device_(device) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   n_sms_ = prop.multiProcessorCount;
-  check(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking), "cudaStreamCreate");
+  // The main stream ranks above the side stream (PRR's speculation and its tail): where both
+  // have blocks waiting, the main one's run first (SA_CUDA_PRIORITY=0: both at the default,
+  // a diagnostic).
+  int least = 0, greatest = 0;
+  const char* prio = std::getenv("SA_CUDA_PRIORITY");
+  if ((prio && std::strcmp(prio, "0") == 0) || cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess)
+    least = greatest = 0;
+  cudaGetLastError();
+  check(cudaStreamCreateWithPriority(&main_, cudaStreamNonBlocking, greatest), "cudaStreamCreate");
   stream_ = main_;
-  check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, least), "cudaStreamCreate");
   check(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming), "cudaEventCreate");
   check(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming), "cudaEventCreate");
   // SA_CUDA_SIDE_STREAM=0 keeps side ops on the main stream (a diagnostic: the same results).
@@ -342,7 +350,7 @@ void cuda_backend::run_step(uint64_t key, const std::function<void()>& enqueue) 
   capturing_ = false;
   check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
   cudaGraphExec_t exec = nullptr;
-  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
   cudaGraphDestroy(graph);
   check(e, "cudaGraphInstantiate");
   st.exec = exec;
