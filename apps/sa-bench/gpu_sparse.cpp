@@ -5,11 +5,13 @@
 // step over buffers rotated past the L2 cache, against the bytes the step must move — the
 // summaries of every page (max and min rows, in the type the backend keeps them: f16 on CUDA)
 // and the K and V of the selected pages (per
-// query head with per-head selection, once per KV head with per-group selection).
+// query head with per-head selection, once per KV head with per-group selection). Then PRR's
+// layer (prr_layer) at set hit rates beside Quest's select + attend.
 //
 // End to end (a model file): decode ms/token at each depth for dense decoding, Quest 1/16 (per
 // head), Quest 1/16 per group with ReSA's rectification (f = 32), RetroAttention (w = 2, 4),
-// Quest with PRR's speculation (superset and strict, r = 1), vAttention (eps 0.05, top-k 1/16)
+// Quest with PRR's speculation (superset and strict, r = 1, per head; superset per group, with
+// the hit rate the session counted), vAttention (eps 0.05, top-k 1/16)
 // and the cascade (a 4K cache in 8 sub-caches), with the KV bytes each step read. The
 // full-cache methods start from one dense prefill whose memory is copied into each session.
 // After its timed steps each method but dense decodes one more step inside a profiler range
@@ -18,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -48,6 +51,112 @@ T* dptr(const sa::tensor& t) {
 }
 #endif
 
+// PRR's layer (sdk/policy/prr.cpp: speculate, the selection, repair; the same ops in the same
+// order and queues), timed as a recorded step against Quest's select + attend (quest_s), for a
+// P holding `hit` of the pages Quest picks by score and other pages for the rest: attention over
+// P on the second queue beside the selection; after both, the mask of the missed pages; then
+// the predictor's update and the next step's P on the second queue beside the missed pages'
+// attention, merged into P's output. Returns the table's rows.
+std::string prr_layer(sa::backend& be, const sa::sparse_config& c, const sa::page_plan& pl, int32_t L, bool group,
+                      const sa::tensor& q, const std::vector<sa::tensor>& ks, const std::vector<sa::tensor>& vs,
+                      const std::function<void(int)>& select, const sa::tensor& plan, const sa::tensor& a,
+                      const sa::tensor& scores, double quest_s, int calls, json_out& js) {
+  const int32_t n_heads = 32, n_kv = 8, hd = 128, page = 16;
+  const float scale = 1.0f / std::sqrt(128.0f);
+  const int32_t rankers = group ? n_kv : n_heads;
+  const int64_t n_pages = pl.n_pages, bound = pl.n_selected;
+  const int n_buf = static_cast<int>(ks.size());
+  std::vector<sa::buffer_ptr> owned;
+  auto ints = [&](const std::vector<int32_t>& h, int64_t cols, int64_t n_rows) {
+    sa::tensor t = sa::new_tensor(be, owned, sa::dtype::i32, cols, n_rows);
+    be.upload(*t.buf, t.offset, h.data(), h.size() * sizeof(int32_t));
+    return t;
+  };
+  // P's plan (r = 1: as many pages as Quest's, every page observed).
+  const sa::tensor plan_p = ints({L, static_cast<int32_t>(n_pages), static_cast<int32_t>(pl.n_selected),
+                                  static_cast<int32_t>(pl.take), static_cast<int32_t>(n_pages)}, 5, 1);
+  sa::tensor p_next = sa::new_tensor(be, owned, sa::dtype::i32, bound, rankers);
+  sa::tensor missed = sa::new_tensor(be, owned, sa::dtype::i32, bound, rankers);
+  sa::tensor counts = sa::new_tensor(be, owned, sa::dtype::i32, rankers, 1);
+  sa::tensor state = sa::new_f32_tensor(be, owned, 2 * n_pages, rankers);
+  const std::vector<float> zeros(static_cast<size_t>(2 * n_pages * rankers), 0.0f);
+  be.upload(*state.buf, state.offset, zeros.data(), zeros.size() * sizeof(float));
+  sa::tensor forecast = sa::new_f32_tensor(be, owned, n_pages, rankers);
+  sa::tensor out = sa::new_f32_tensor(be, owned, hd, n_heads), lse = sa::new_f32_tensor(be, owned, n_heads, 1);
+  sa::tensor out_b = sa::new_f32_tensor(be, owned, hd, n_heads), lse_b = sa::new_f32_tensor(be, owned, n_heads, 1);
+  // Quest's pages (every buffer holds the same keys, so every call selects these).
+  select(0);
+  std::vector<int32_t> a_h(static_cast<size_t>(rankers * bound));
+  be.download(*a.buf, a.offset, a_h.data(), a_h.size() * sizeof(int32_t));
+  std::string rows;
+  std::mt19937 rng(29);
+  for (double hit : {1.0, 0.84, 0.5}) {
+    std::vector<int32_t> p_h(a_h.size());
+    for (int32_t r = 0; r < rankers; ++r) {
+      const int32_t* sel = a_h.data() + r * bound;
+      std::vector<int32_t> p, picked, others;
+      std::vector<char> in_a(static_cast<size_t>(n_pages), 0);
+      for (int64_t i = 0; i < pl.n_selected; ++i) {
+        in_a[static_cast<size_t>(sel[i])] = 1;
+        (sa::page_is_forced(c, sel[i], n_pages) ? p : picked).push_back(sel[i]);
+      }
+      for (int32_t pg = 0; pg < n_pages; ++pg)
+        if (!in_a[static_cast<size_t>(pg)]) others.push_back(pg);
+      std::shuffle(picked.begin(), picked.end(), rng);
+      std::shuffle(others.begin(), others.end(), rng);
+      const auto keep = static_cast<size_t>(std::lround(hit * static_cast<double>(picked.size())));
+      p.insert(p.end(), picked.begin(), picked.begin() + static_cast<std::ptrdiff_t>(keep));
+      p.insert(p.end(), others.begin(), others.begin() + static_cast<std::ptrdiff_t>(picked.size() - keep));
+      std::sort(p.begin(), p.end());
+      std::copy(p.begin(), p.end(), p_h.begin() + r * bound);
+    }
+    const sa::tensor p_tab = ints(p_h, bound, rankers);
+    auto kv_of = [&](int i) {
+      const size_t b = static_cast<size_t>(i % n_buf);
+      return sa::kv_view{&ks[b], &vs[b], L, 0, nullptr};
+    };
+    auto attend_p = [&](int i) {
+      be.attention_pages(q, kv_of(i), n_heads, n_kv, hd, page, group, p_tab, bound, plan_p, scale, out, lse);
+    };
+    // P's attention beside the selection (or, serial, before it), then the repair (the mask and
+    // the missed pages' attention, merged), then the tail (the predictor's update and the next
+    // step's P) beside the repair's attention.
+    auto layer = [&](int i, bool side, bool repair, bool tail) {
+      if (side) be.begin_side();
+      attend_p(i);
+      if (side) be.end_side();
+      select(i);
+      if (side) be.join_side();
+      if (!repair) return;
+      be.mask_pages(a, bound, plan, p_tab, bound, plan_p, rankers, false, missed, &counts);
+      if (tail) {
+        be.begin_side();
+        be.update_predictor(state, n_pages, rankers, scores, n_pages, plan_p, 0.5f, 0.1f, 0.8f);
+        be.predict_pages(state, n_pages, rankers, 0.8f, c.sink_pages, c.local_pages, plan_p, n_pages, forecast,
+                         p_next, bound);
+        be.end_side();
+      }
+      be.attention_kept_pages(q, kv_of(i), n_heads, n_kv, hd, page, group, missed, bound, plan, counts, scale, true,
+                              out, lse, out_b, lse_b);
+      if (tail) be.join_side();
+    };
+    const double p_s = time_recorded(be, next_key(), calls, attend_p);
+    const double serial_s = time_recorded(be, next_key(), calls, [&](int i) { layer(i, false, false, false); });
+    const double beside_s = time_recorded(be, next_key(), calls, [&](int i) { layer(i, true, false, false); });
+    const double repair_s = time_recorded(be, next_key(), calls, [&](int i) { layer(i, true, true, false); });
+    const double full_s = time_recorded(be, next_key(), calls, [&](int i) { layer(i, true, true, true); });
+    rows += fmt("%8d %7s %6s %5.2f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %7.2fx\n", L,
+                c.budget_ratio < 0.1f ? "1/16" : "1/8", group ? "group" : "head", hit, p_s * 1e6, serial_s * 1e6,
+                beside_s * 1e6, repair_s * 1e6, full_s * 1e6, quest_s * 1e6, quest_s / repair_s);
+    js.line(fmt("{\"bench\":\"prr_layer\",\"keys\":%d,\"select\":\"%s\",\"n_selected\":%lld,\"hit\":%.2f,"
+                "\"p_attend_us\":%.3f,\"p_then_select_us\":%.3f,\"p_beside_select_us\":%.3f,\"repaired_us\":%.3f,"
+                "\"with_tail_us\":%.3f,\"quest_step_us\":%.3f}",
+                L, group ? "group" : "head", static_cast<long long>(pl.n_selected), hit, p_s * 1e6, serial_s * 1e6,
+                beside_s * 1e6, repair_s * 1e6, full_s * 1e6, quest_s * 1e6));
+  }
+  return rows;
+}
+
 void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
   const std::unique_ptr<sa::backend> be_ptr = bench_backend(o);
   sa::backend& be = *be_ptr;
@@ -63,6 +172,7 @@ void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
               n_heads, n_kv, hd, page, sa::traits(sum_type).name);
   std::printf("%8s %7s %6s %9s %9s %9s %9s %10s %10s %9s\n", "keys", "budget", "select", "scores us", "top us",
               "attend us", "step us", "floor us", "% floor", "dense us");
+  std::vector<std::string> prr_rows;
   for (int L : o.lengths) {
     const int64_t n_pages = (L + page - 1) / page;
     const double kv_bytes = static_cast<double>(L) * n_kv * hd * 2 * 2;
@@ -139,6 +249,8 @@ void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
           select(i);
           attend(i);
         });
+        if (be.has_prr())
+          prr_rows.push_back(prr_layer(be, c, pl, L, group, q, ks, vs, select, plan, pages, scores, step_s, calls, js));
         const double sel_bytes = static_cast<double>(rankers) * static_cast<double>(pl.selected_keys) * hd * 2 * 2;
         const double floor_s = (sum_bytes + sel_bytes) / (bw * 1e12);
         std::printf("%8d %7s %6s %9.1f %9.1f %9.1f %9.1f %10.1f %9.1f%% %9.1f\n", L, ratio < 0.1f ? "1/16" : "1/8",
@@ -153,6 +265,16 @@ void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
       }
     }
   }
+  std::printf("\n");
+  if (prr_rows.empty()) return;
+  std::printf("PRR per layer (superset, r = 1; P holds `hit` of the pages Quest picks by score, others for the\n"
+              "rest): P's attention alone; then the selection after it (one queue) or beside it; + the repair\n"
+              "(mask, the missed pages' attention merged: PRR's critical path); + the tail (the update and\n"
+              "the next step's P beside the repair, joined at the end here, beside the next products in a\n"
+              "decode step); Quest's select + attend; speedup = Quest / repaired\n");
+  std::printf("%8s %7s %6s %5s %8s %8s %8s %8s %8s %8s %8s\n", "keys", "budget", "select", "hit", "P us",
+              "P,sel", "P|sel", "repaired", "+tail", "Quest", "speedup");
+  for (const std::string& r : prr_rows) std::printf("%s", r.c_str());
   std::printf("\n");
 }
 
@@ -224,6 +346,9 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
       methods.push_back({superset ? "Quest 1/16 + PRR superset r=1" : "Quest 1/16 + PRR strict r=1", pr,
                          superset ? "prr" : "prr-strict"});
     }
+    sa::session_config prg = qg;
+    prg.sparse.prr = sa::speculation::superset;
+    methods.push_back({"Quest 1/16 per group + PRR superset", prg, "prr-group"});
     sa::session_config v = q;
     v.sparse.method = sa::sparse_method::vattention;
     v.sparse.epsilon = 0.05f;
@@ -270,6 +395,9 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
       const double kv_per_token = static_cast<double>(kv_read) / o.steps * 2;  // K and V
       std::printf("%8d %-34s %10.1f %10.3f %8.2fx %12.1f\n", depth, me.name, 1.0 / sec, sec * 1e3, dense_s / sec,
                   kv_per_token / 1e6);
+      if (me.c.sparse.prr != sa::speculation::none)
+        std::printf("%8s (PRR: hit rate %.3f, %.1f missed pages a selection)\n", "", s.stats().prr_hit_rate,
+                    s.stats().prr_missed_pages);
       js.line(fmt("{\"bench\":\"sparse_decode\",\"model\":\"%s\",\"depth\":%d,\"method\":\"%s\",\"tok_s\":%.3f,"
                   "\"ms\":%.4f,\"vs_dense\":%.4f,\"kv_bytes_per_token\":%.0f}",
                   o.model.c_str(), depth, me.name, 1.0 / sec, sec * 1e3, dense_s / sec, kv_per_token));

@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
     ("rows", "gpu gemv: input rows (1 = decode; 2 to 8: RetroAttention's window, small prefill chunks)", cxxopts::value<std::vector<int>>()->default_value("1"))
     ("depths", "gpu decode: context depths", cxxopts::value<std::vector<int>>()->default_value("0,8192,32768,131072"))
     ("batch", "gpu decode: prefill chunk", cxxopts::value<int>()->default_value("2048"))
-    ("methods", "gpu sparse: dense,quest,quest-group,resa,retro:2,retro:4,prr,prr-strict,vattention,cascade", cxxopts::value<std::vector<std::string>>()->default_value("dense,quest,resa,vattention,cascade"))
+    ("methods", "gpu sparse: dense,quest,quest-group,resa,retro:2,retro:4,prr,prr-strict,prr-group,vattention,cascade", cxxopts::value<std::vector<std::string>>()->default_value("dense,quest,resa,vattention,cascade"))
     ("json", "gpu mode: append JSON lines to this file", cxxopts::value<std::string>()->default_value(""))
     ("type", "random-model: weight type", cxxopts::value<std::string>()->default_value("f16"))
     ("out", "random-model: output file", cxxopts::value<std::string>()->default_value("random-8b.gguf"))
