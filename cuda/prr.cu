@@ -8,9 +8,10 @@
 //   (pages.cu) then picks the predicted set as select_pages picks Quest's.
 // update: a thread per (ranker, page): Holt's update with the step's Quest scores
 //   [rankers][scores_stride]; a page observed for the first time starts at (score, 0).
-// mask: a block per ranker, a thread per entry i < plan_a[2] (chunks of 256): a binary search
-//   for a's id among b's plan_b[2] ascending ids; the ids where shared == keep_shared go first,
-//   in order (ballots, and the warps' counts in shared memory), -1 after; and the count kept.
+// mask: a block per ranker: b's plan_b[2] ids set bits of a bitmap of the pages in shared
+//   memory, then a thread per entry i < plan_a[2] (chunks of 256) tests a's id; the ids where
+//   shared == keep_shared go first, in order (ballots, and the warps' counts in shared
+//   memory), -1 after; and the count kept.
 // The arithmetic is rounded step by step (no fused multiply-add) as the CPU computes it, so
 // both backends forecast the same scores and predict the same pages.
 // Bytes: the state (8 per page and ranker) read once, and written once by the update; the
@@ -60,16 +61,31 @@ __global__ void update_kernel(float* state, int64_t pages_capacity, const float*
   }
 }
 
+// b's ids as a bitmap in shared memory (32 KB: the pages of 4M keys in pages of 16); ids past
+// it, if any, are looked up by binary search. (A binary search for every id of a took 10
+// dependent loads at 128K keys, per chunk of 256: most of the repair's time.)
+constexpr int k_mask_words = 8192;
+
 __global__ void __launch_bounds__(k_threads) mask_kernel(const int32_t* a, int64_t a_bound, const int32_t* plan_a,
                                                          const int32_t* b, int64_t b_bound, const int32_t* plan_b,
                                                          bool keep_shared, int32_t* out, int32_t* kept) {
   pdl_begin();
   constexpr int W = k_threads / k_warp;
+  __shared__ uint32_t bits[k_mask_words];
   __shared__ int32_t warp_kept[W];
   const int64_t n_a = plan_a[2], n_b = plan_b[2];
+  const int64_t n_pages = plan_a[1] > plan_b[1] ? plan_a[1] : plan_b[1];
+  const int64_t words = n_pages < 0 ? 0 : ((n_pages + 31) / 32 < k_mask_words ? (n_pages + 31) / 32 : k_mask_words);
   const int32_t r = blockIdx.y;
   const int32_t* y = b + r * b_bound;
   int32_t* o = out + r * a_bound;
+  for (int64_t w = threadIdx.x; w < words; w += k_threads) bits[w] = 0u;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n_b; i += k_threads) {
+    const int32_t id = y[i];
+    if (id >= 0 && id < words * 32) atomicOr(&bits[id >> 5], 1u << (id & 31));
+  }
+  __syncthreads();
   const int lane = threadIdx.x % k_warp, warp = threadIdx.x / k_warp;
   int64_t base = 0;  // ids kept by the chunks before
   for (int64_t i0 = 0; i0 < n_a; i0 += k_threads) {
@@ -78,13 +94,19 @@ __global__ void __launch_bounds__(k_threads) mask_kernel(const int32_t* a, int64
     bool keep = false;
     if (i < n_a) {
       id = a[r * a_bound + i];
-      int64_t lo = 0, hi = n_b;
-      while (lo < hi) {
-        const int64_t mid = (lo + hi) / 2;
-        if (y[mid] < id) lo = mid + 1;
-        else hi = mid;
+      bool shared;
+      if (id >= 0 && id < words * 32) {
+        shared = (bits[id >> 5] >> (id & 31)) & 1u;
+      } else {
+        int64_t lo = 0, hi = n_b;
+        while (lo < hi) {
+          const int64_t mid = (lo + hi) / 2;
+          if (y[mid] < id) lo = mid + 1;
+          else hi = mid;
+        }
+        shared = lo < n_b && y[lo] == id;
       }
-      keep = (lo < n_b && y[lo] == id) == keep_shared;
+      keep = shared == keep_shared;
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, keep);
     if (lane == 0) warp_kept[warp] = __popc(ballot);
