@@ -1625,29 +1625,38 @@ TEST_P(ops, select_pages_ranks_thousands_of_pages) {
   }
 }
 
+// A page case's query, cache and plan on a harness's backend (kv points into the struct), and
+// the tables' bound (two more than the case selects).
+struct page_inputs {
+  page_inputs(harness& h, const page_problem& p)
+      : q(h.upload(p.q, p.hd, p.n_heads)), k(h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type)),
+        v(h.upload(p.v, p.hd, p.n_kv_heads * p.cap, p.type)), plan(h.ints(p.plan())), kv{&k, &v, p.cap, 0, nullptr},
+        select_bound(p.n_selected + 2), group(p.n_heads / p.n_kv_heads) {}
+  page_inputs(const page_inputs&) = delete;
+  tensor q, k, v, plan;
+  sa::kv_view kv;
+  int64_t select_bound;
+  int32_t group;
+};
+
 TEST_P(ops, attention_pages_attends_the_slots_of_the_selected_pages) {
   for (int c : {0, 1, 2, 3, 4, 6}) {
     const page_problem p = page_case(c);
     harness h(GetParam());
-    tensor q = h.upload(p.q, p.hd, p.n_heads);
-    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
-    tensor v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap, p.type);
-    const sa::kv_view kv{&k, &v, p.cap, 0, nullptr};
-    const tensor plan = h.ints(p.plan());
-    const int64_t select_bound = p.n_selected + 2;
-    const int32_t group = p.n_heads / p.n_kv_heads;
+    const page_inputs in(h, p);
+    const int64_t select_bound = in.select_bound;
     for (bool group_mean : {false, true}) {
       const std::vector<int32_t> ids = p.random_selection(group_mean, select_bound, static_cast<uint64_t>(c * 2 + group_mean));
       const tensor pages = h.ints(ids);
       tensor out = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads * p.hd), NAN), p.hd, p.n_heads);
       tensor lse = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads), NAN), p.n_heads, 1);
       const float scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
-      h.be->attention_pages(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, pages, select_bound, plan,
+      h.be->attention_pages(in.q, in.kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, pages, select_bound, in.plan,
                             scale, out, lse);
       const std::vector<float> o = h.download(out), l = h.download(lse);
       std::vector<double> want_o, want_l;
       for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-        const int32_t g = hh / group, r = group_mean ? g : hh;
+        const int32_t g = hh / in.group, r = group_mean ? g : hh;
         std::vector<double> s;
         std::vector<int64_t> rows;
         for (int64_t i = 0; i < p.n_selected; ++i) {
@@ -1841,30 +1850,24 @@ TEST_P(ops, attention_kept_pages_attends_the_counted_pages_and_merges) {
   // merge_attention.
   if (!harness(GetParam()).be->has_prr()) GTEST_SKIP() << "no PRR ops on this backend";
   for (int c : {0, 1, 2, 3, 6}) {
-    const page_problem p = page_case(c);
     harness h(GetParam());
-    tensor q = h.upload(p.q, p.hd, p.n_heads);
-    tensor k = h.upload(p.k, p.hd, p.n_kv_heads * p.cap, p.type);
-    tensor v = h.upload(p.v, p.hd, p.n_kv_heads * p.cap, p.type);
-    const sa::kv_view kv{&k, &v, p.cap, 0, nullptr};
-    const tensor plan = h.ints(p.plan());
-    const int64_t select_bound = p.n_selected + 2;
-    const int32_t group = p.n_heads / p.n_kv_heads;
+    const page_problem p = page_case(c);
+    const page_inputs in(h, p);
     const float scale = 1.0f / std::sqrt(static_cast<float>(p.hd));
     for (bool group_mean : {false, true}) {
       const std::string where = "case " + std::to_string(c) + (group_mean ? " (group)" : "");
       const int32_t rankers = p.rankers(group_mean);
       const std::vector<int32_t> ids =
-          p.random_selection(group_mean, select_bound, static_cast<uint64_t>(c * 2 + group_mean + 40));
+          p.random_selection(group_mean, in.select_bound, static_cast<uint64_t>(c * 2 + group_mean + 40));
       // Kept: a random part of each ranker's selection (ranker 1: none), compacted.
       std::mt19937_64 rng(static_cast<uint64_t>(c + 17));
       std::vector<int32_t> kept_ids(ids.size(), -1), counts(static_cast<size_t>(rankers), 0);
       std::vector<std::vector<int64_t>> kept_rows(static_cast<size_t>(rankers)), other_rows(kept_rows);
       for (int32_t r = 0; r < rankers; ++r)
         for (int64_t i = 0; i < p.n_selected; ++i) {
-          const int32_t pg = ids[static_cast<size_t>(r * select_bound + i)];
+          const int32_t pg = ids[static_cast<size_t>(r * in.select_bound + i)];
           const bool keep = r != 1 && (rng() % 3 != 0 || i == p.n_selected - 1);  // the newest page kept
-          if (keep) kept_ids[static_cast<size_t>(r * select_bound + counts[static_cast<size_t>(r)]++)] = pg;
+          if (keep) kept_ids[static_cast<size_t>(r * in.select_bound + counts[static_cast<size_t>(r)]++)] = pg;
           for (int64_t row = int64_t{pg} * p.page; row < std::min<int64_t>((pg + 1) * p.page, p.n_keys); ++row)
             (keep ? kept_rows : other_rows)[static_cast<size_t>(r)].push_back(row);
         }
@@ -1875,13 +1878,13 @@ TEST_P(ops, attention_kept_pages_attends_the_counted_pages_and_merges) {
       // Written: attention over the kept pages.
       tensor out = h.upload(std::vector<float>(width, NAN), p.hd, p.n_heads);
       tensor lse = h.upload(std::vector<float>(static_cast<size_t>(p.n_heads), NAN), p.n_heads, 1);
-      h.be->attention_kept_pages(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, table, select_bound, plan,
+      h.be->attention_kept_pages(in.q, in.kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, table, in.select_bound, in.plan,
                                  n_kept, scale, false, out, lse, out_b, lse_b);
       std::vector<float> o = h.download(out), l = h.download(lse);
       std::vector<double> want_o, want_l;
       std::vector<float> got_o, got_l;
       for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-        const int32_t r = group_mean ? hh / group : hh;
+        const int32_t r = group_mean ? hh / in.group : hh;
         if (r == 1) {
           EXPECT_EQ(l[static_cast<size_t>(hh)], -INFINITY) << where << " head " << hh;
           continue;
@@ -1898,14 +1901,14 @@ TEST_P(ops, attention_kept_pages_attends_the_counted_pages_and_merges) {
       // Merged into the other pages' output: attention over the whole selection.
       std::vector<float> prior_o, prior_l;
       for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-        const int32_t r = group_mean ? hh / group : hh;
+        const int32_t r = group_mean ? hh / in.group : hh;
         const auto [po, pl] = exact_partial(p, hh, other_rows[static_cast<size_t>(r)], scale, 0.0);
         for (double x : po) prior_o.push_back(static_cast<float>(x));
         prior_l.push_back(static_cast<float>(pl));
       }
       out = h.upload(prior_o, p.hd, p.n_heads);
       lse = h.upload(prior_l, p.n_heads, 1);
-      h.be->attention_kept_pages(q, kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, table, select_bound, plan,
+      h.be->attention_kept_pages(in.q, in.kv, p.n_heads, p.n_kv_heads, p.hd, p.page, group_mean, table, in.select_bound, in.plan,
                                  n_kept, scale, true, out, lse, out_b, lse_b);
       o = h.download(out);
       l = h.download(lse);
@@ -1914,7 +1917,7 @@ TEST_P(ops, attention_kept_pages_attends_the_counted_pages_and_merges) {
       got_o.clear();
       got_l.clear();
       for (int32_t hh = 0; hh < p.n_heads; ++hh) {
-        const int32_t r = group_mean ? hh / group : hh;
+        const int32_t r = group_mean ? hh / in.group : hh;
         if (r == 1) {
           for (int32_t x = 0; x < p.hd; ++x)
             ASSERT_EQ(o[static_cast<size_t>(hh * p.hd + x)], prior_o[static_cast<size_t>(hh * p.hd + x)]) << where;
