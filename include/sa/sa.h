@@ -405,9 +405,10 @@ typedef struct sa_session sa_session;
 ** Quest scores (a damped-trend Holt predictor per layer, ranker and page, its (alpha, beta,
 ** phi) fitted per layer on the last rows of each prefill), attended before the selection
 ** finishes, and the selected pages the prediction missed are attended after it and merged by
-** log-sum-exp. In this version the prediction's attention and the selection run one after
-** the other on every backend (the same result as an overlap). prr_mode says what the output
-** is. Per head or per group selection, with ReSA's rectification, and with RetroAttention in
+** log-sum-exp. On CUDA the prediction's attention runs on a second stream beside the
+** selection, and each layer predicts the next step's pages beside its repair; on the other
+** backends the same work runs one op after the other (the same result). prr_mode says what
+** the output is. Per head or per group selection, with ReSA's rectification, and with RetroAttention in
 ** the strict mode; not with vAttention or the oracle (SA_ERR_UNSUPPORTED). Runs on every
 ** backend (CPU, CUDA, Vulkan). */
 #define SA_SPECULATION_PRR  1
