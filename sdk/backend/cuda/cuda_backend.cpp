@@ -765,22 +765,24 @@ void cuda_backend::attention_pages(const tensor& q, const kv_view& kv, int32_t n
                                    const tensor& lse, bool masked) {
   check_plan(plan, "attention_pages");
   if (kv.v_rows) fail(SA_ERR_INTERNAL, "attention_pages: values must sit at the keys' rows");
-  attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
-  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
-  if (a.n != 1 || page_size < 1 || select_bound < 1 || pages.type != dtype::i32 ||
-      pages.elements() < rankers * select_bound)
-    fail(SA_ERR_INTERNAL, "attention_pages: %lld rows, %lld pages per ranker", static_cast<long long>(a.n),
-         static_cast<long long>(select_bound));
-  a.kv_bound = select_bound * page_size;  // the most keys a ranker reads: the launch shape
   page_table pt = page_table_of(pages, select_bound, plan, page_size, group_mean);
   pt.masked = masked ? 1 : 0;
   // (Half a wave of blocks on the side stream, to leave the selection room beside PRR's
   // speculation, was measured and not kept: H200, sa-bench gpu sparse --keys, P beside the
   // selection 15.7 -> 15.7 us at 32K per group and 38.7 -> 35.5 at 128K, but 24.0 -> 25.2 at 32K
   // per head and 65.8 -> 81.4 at 128K, where P's attention needs the whole wave for its bytes.)
+  launch_pages("attention_pages", args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse), pages, pt);
+}
+
+void cuda_backend::launch_pages(const char* op, attention_args a, const tensor& pages, const page_table& pt) {
+  const int64_t rankers = pt.per_head ? a.n_heads : a.n_kv_heads;
+  if (a.n != 1 || pt.page_size < 1 || pt.stride < 1 || pages.type != dtype::i32 ||
+      pages.elements() < rankers * pt.stride)
+    fail(SA_ERR_INTERNAL, "%s: %lld rows, %lld pages per ranker", op, static_cast<long long>(a.n),
+         static_cast<long long>(pt.stride));
+  a.kv_bound = pt.stride * pt.page_size;  // the most keys a ranker reads: the launch shape
   const size_t work = attention_pages_workspace_bytes(a, pt, n_sms_);
-  check(launch_attention_pages(a, pt, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_),
-        "attention_pages");
+  check(launch_attention_pages(a, pt, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_), op);
 }
 
 void cuda_backend::attention_unseen_pages(const tensor& q, const kv_view& kv, int32_t n_heads,
@@ -891,26 +893,20 @@ void cuda_backend::attention_kept_pages(const tensor& q, const kv_view& kv, int3
                                         bool merge, const tensor& out, const tensor& lse, const tensor& out_b,
                                         const tensor& lse_b) {
   check_plan(plan, "attention_kept_pages");
-  attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
-  const int64_t rankers = group_mean ? n_kv_heads : n_heads;
+  const attention_args a = args_of(q, kv, n_heads, n_kv_heads, head_dim, scale, out, lse);
   if (kv.v_rows || !attention_kept_pages_fits(a)) {
     backend::attention_kept_pages(q, kv, n_heads, n_kv_heads, head_dim, page_size, group_mean, pages, select_bound,
                                   plan, counts, scale, merge, out, lse, out_b, lse_b);
     return;
   }
-  if (page_size < 1 || select_bound < 1 || pages.type != dtype::i32 || pages.elements() < rankers * select_bound ||
-      counts.type != dtype::i32 || counts.elements() < rankers)
-    fail(SA_ERR_INTERNAL, "attention_kept_pages: %lld pages per ranker, counts of %lld rankers",
-         static_cast<long long>(select_bound), static_cast<long long>(counts.elements()));
-  a.kv_bound = select_bound * page_size;  // the most keys a ranker reads: the launch shape
+  if (counts.type != dtype::i32 || counts.elements() < (group_mean ? n_kv_heads : n_heads))
+    fail(SA_ERR_INTERNAL, "attention_kept_pages: counts of %lld rankers", static_cast<long long>(counts.elements()));
   page_table pt = page_table_of(pages, select_bound, plan, page_size, group_mean);
   pt.counts = ints(counts);
   pt.merge = merge ? 1 : 0;
   // (A half or a quarter of the wave for these few pages was measured and not kept: within
   // 1 us at 32K and per group, 3-12 us slower per head at 128K at a hit rate of 0.84.)
-  const size_t work = attention_pages_workspace_bytes(a, pt, n_sms_);
-  check(launch_attention_pages(a, pt, work ? scratch(k_attention, work) : nullptr, n_sms_, stream_),
-        "attention_kept_pages");
+  launch_pages("attention_kept_pages", a, pages, pt);
 }
 
 vattention_args cuda_backend::vattention_args_of(const char* op, const tensor& q, const kv_view& kv,

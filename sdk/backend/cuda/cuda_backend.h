@@ -198,6 +198,9 @@ class cuda_backend final : public backend {
                                            const tensor& out, const tensor& lse);
   attention_args args_of(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
                          int32_t head_dim, float scale, const tensor& out, const tensor& lse) const;
+  // attention_pages' and attention_kept_pages' shared checks and launch over the table pt
+  // (masked, or counted and merged) of `pages`, whose stride is the launch's page bound.
+  void launch_pages(const char* op, attention_args a, const tensor& pages, const page_table& pt);
   rope_desc rope_of(const rope_params& p) const;
 
   int device_;
