@@ -71,8 +71,8 @@ uint32_t prr::begin(step_buffer& step, const page_plan& plan, const page_plan& m
   if (!plan.dense)
     for (int32_t l = c_.dense_layers; l < hp_.n_layers; ++l) repaired_.push_back(l);
   figures_pending_ = !repaired_.empty();
-  take_p_ = predicted_take(c_, plan);
   const std::array<int32_t, 5> now = p_plan(c_, plan, n_keys, n_observed_);
+  take_p_ = now[3];
   plan_p_ = step.put(std::span<const int32_t>(now));
   select_bound_p_ = std::max(most.forced + predicted_take(c_, most), plan.forced + take_p_);
   // P was predicted by the last step's tails if they expected this step: its keys, its pages
