@@ -490,6 +490,23 @@ typedef struct sa_session_params {
   int32_t prr_mode;       /* SA_PRR_*; default SA_PRR_SUPERSET */
   float prr_ratio;        /* pages predicted per page the selection picks by score (the forced
                              sink and local pages come on top), in (0, 16]; default 1 */
+  const char *prr_profile; /* PRR's r by context length instead of prr_ratio: a profile file
+                             that `sa-bench gpu prr-profile` wrote (the path is copied; the file
+                             is read when the session is created or resumed, and not kept
+                             open). The steps of each attention bucket (the keys held rounded
+                             up to a power of two, at least 256, at most n_ctx) use the largest
+                             r whose attention over the predicted pages the profile timed no
+                             slower than the selection at the bucket's length (times linear in
+                             the length between the profile's lengths and in r between its
+                             grid's points; the grid's smallest r when none fits). The file
+                             must hold a profile for this model (its metadata and tensor
+                             layout), this device, and these selection settings
+                             (select_granularity, page_size, budget_tokens, budget_ratio,
+                             sink_pages, local_pages, min_pages, kv_type); otherwise creation
+                             fails with SA_ERR_INVALID_ARG listing what it holds. Needs
+                             speculation = SA_SPECULATION_PRR. Unlike the other PRR fields it
+                             is taken from params on sa_session_resume (like backend: a resumed
+                             session may run elsewhere). NULL (default): r = prr_ratio */
 } sa_session_params;
 
 /* sa_session_params_init — fill *params with the defaults and set struct_size. NULL: no-op. */
@@ -508,7 +525,8 @@ SA_API void sa_session_params_init(sa_session_params *params);
 ** is not present or has no usable driver, or a model shape that backend cannot run: the
 ** message says which); SA_ERR_NOMEM (also: the GPU's memory cannot hold the model or the KV
 ** cache — the message gives the bytes asked for and the device's free memory; a session of
-** a smaller n_ctx may fit); SA_ERR_BACKEND (the device failed). The session holds a reference to the model (see
+** a smaller n_ctx may fit); SA_ERR_BACKEND (the device failed); SA_ERR_IO / SA_ERR_FORMAT
+** (prr_profile cannot be read / is malformed: the message names the line). The session holds a reference to the model (see
 ** "Objects and lifetimes"). Sessions on one device share one copy of the model's weights.
 */
 SA_API sa_status sa_session_create(sa_model *model, const sa_session_params *params,
@@ -623,6 +641,8 @@ typedef struct sa_stats {
   double prr_missed_pages;          /* PRR: pages attended after the selection (missed), per
                                        (sparse layer, ranker) and step */
   double prr_calibration_ms;        /* PRR: the last prefill's calibration, all layers */
+  double prr_ratio;                 /* PRR: the r of the last decode step (prr_ratio, or the
+                                       profile's choice for its bucket); 0 before one */
 } sa_stats;
 
 /* sa_session_stats — counters of the session. out->struct_size must be set; fields up to it
@@ -810,13 +830,14 @@ SA_API sa_status sa_session_save(sa_session *session);
 **
 ** [in]  model        the model the session was saved with; not NULL.
 ** [in]  params       not NULL; store_path and session_id name the stored session. backend,
-**                    n_threads, store_path, session_id and autosave are taken from params;
+**                    n_threads, store_path, session_id, autosave and prr_profile are taken from params;
 **                    every other setting (memory kind and sizes, n_ctx, n_batch, sparsity,
 **                    sampling) is the stored session's, and params' values for them are
 **                    ignored.
 ** [out] out_session  receives the session on SA_OK, NULL otherwise; not NULL.
 ** Returns SA_OK; SA_ERR_INVALID_ARG (NULL arguments, no file at store_path, or no session
-** named session_id in it); SA_ERR_STORE (not an SQLite file, another application's database,
+** named session_id in it, or a prr_profile without a profile for the session); SA_ERR_IO /
+** SA_ERR_FORMAT (prr_profile unreadable / malformed); SA_ERR_STORE (not an SQLite file, another application's database,
 ** a newer store schema or state format, saved with a different model, corrupt data: the
 ** message says which and names the blob and chunk); SA_ERR_MISUSE (bad model handle);
 ** SA_ERR_UNSUPPORTED (backend); SA_ERR_NOMEM.

@@ -58,7 +58,9 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
     default: sa::fail(SA_ERR_INVALID_ARG, "correction %d is not an SA_CORRECTION_* value", p.correction);
   }
   switch (p.speculation) {
-    case SA_SPECULATION_NONE: break;
+    case SA_SPECULATION_NONE:
+      if (p.prr_profile) sa::fail(SA_ERR_INVALID_ARG, "prr_profile is set but speculation is not SA_SPECULATION_PRR");
+      break;
     case SA_SPECULATION_PRR:
       if (c.method != sa::sparse_method::quest)
         sa::fail(c.method == sa::sparse_method::none ? SA_ERR_INVALID_ARG : SA_ERR_UNSUPPORTED,
@@ -67,6 +69,10 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
         sa::fail(SA_ERR_INVALID_ARG, "prr_mode %d is not an SA_PRR_* value", p.prr_mode);
       c.prr = p.prr_mode == SA_PRR_STRICT ? sa::speculation::strict : sa::speculation::superset;
       c.prr_ratio = p.prr_ratio;
+      if (p.prr_profile) {
+        if (!*p.prr_profile) sa::fail(SA_ERR_INVALID_ARG, "prr_profile is an empty path (NULL: no profile)");
+        c.prr_profile_path = p.prr_profile;
+      }
       break;
     default: sa::fail(SA_ERR_INVALID_ARG, "speculation %d is not an SA_SPECULATION_* value", p.speculation);
   }
@@ -170,6 +176,7 @@ void sa_session_params_init(sa_session_params* params) {
   params->speculation = SA_SPECULATION_NONE;
   params->prr_mode = SA_PRR_SUPERSET;
   params->prr_ratio = 1.0f;
+  params->prr_profile = nullptr;
 }
 
 sa_status sa_session_create(sa_model* model, const sa_session_params* params,
@@ -300,6 +307,7 @@ sa_status sa_session_stats(const sa_session* session, sa_stats* out) {
     o.prr_hit_rate = st.prr_hit_rate;
     o.prr_missed_pages = st.prr_missed_pages;
     o.prr_calibration_ms = st.prr_calibration_ms;
+    o.prr_ratio = st.prr_ratio;
     sa::api::write_info(out, o, "sa_stats");
   });
 }

@@ -6,8 +6,14 @@
 #include <limits>
 
 #include "core/error.h"
+#include "policy/prr_profile.h"
 
 namespace sa {
+
+int64_t predicted_take(float ratio, const page_plan& p) {
+  const auto want = static_cast<int64_t>(std::ceil(static_cast<double>(ratio) * static_cast<double>(p.take)));
+  return std::min(want, std::max<int64_t>(0, p.n_pages - p.forced));
+}
 
 namespace {
 constexpr uint32_t k_state_version = 1;
@@ -17,11 +23,6 @@ constexpr float k_alphas[] = {0.1f, 0.3f, 0.5f, 0.7f, 0.9f};
 constexpr float k_betas[] = {0.0f, 0.1f, 0.3f, 0.5f};
 constexpr float k_phis[] = {0.0f, 0.5f, 0.8f, 1.0f};
 
-// Pages P takes beyond the forced ones: ceil(r · take), at most the unforced pages.
-int64_t predicted_take(const sparse_config& c, const page_plan& p) {
-  const auto want = static_cast<int64_t>(std::ceil(static_cast<double>(c.prr_ratio) * static_cast<double>(p.take)));
-  return std::min(want, std::max<int64_t>(0, p.n_pages - p.forced));
-}
 
 // The indices of the k largest of v over the unforced pages (ties: the lower page).
 void top_unforced(const sparse_config& c, const float* v, int64_t n_pages, int64_t k, std::vector<int32_t>& out) {
@@ -35,8 +36,9 @@ void top_unforced(const sparse_config& c, const float* v, int64_t n_pages, int64
 }
 }  // namespace
 
-prr::prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_rankers, int64_t pages_capacity)
-    : be_(be), hp_(hp), c_(c), n_rankers_(n_rankers), pages_capacity_(pages_capacity),
+prr::prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_rankers, int64_t pages_capacity,
+         int64_t capacity)
+    : be_(be), hp_(hp), c_(c), n_rankers_(n_rankers), pages_capacity_(pages_capacity), capacity_(capacity),
       theta_(static_cast<size_t>(hp.n_layers)) {
   state_ = new_f32_tensor(be, buffers_, 2 * pages_capacity, int64_t{hp.n_layers} * n_rankers);
   forecast_ = new_f32_tensor(be, buffers_, pages_capacity, n_rankers);
@@ -56,25 +58,36 @@ prr::prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_ranke
 
 namespace {
 // P's plan values for Quest's plan of n_keys keys, pages [0, observed) having state.
-std::array<int32_t, 5> p_plan(const sparse_config& c, const page_plan& plan, int64_t n_keys, int64_t observed) {
-  const int64_t take = predicted_take(c, plan);
+std::array<int32_t, 5> p_plan(float ratio, const page_plan& plan, int64_t n_keys, int64_t observed) {
+  const int64_t take = predicted_take(ratio, plan);
   return {static_cast<int32_t>(n_keys), static_cast<int32_t>(plan.n_pages), static_cast<int32_t>(plan.forced + take),
           static_cast<int32_t>(take), static_cast<int32_t>(std::min(observed, plan.n_pages))};
 }
 }  // namespace
 
-uint32_t prr::begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys) {
+float prr::ratio_at(int64_t keys_bound) const {
+  return c_.prr_table ? c_.prr_table->ratio_at(keys_bound) : c_.prr_ratio;
+}
+
+void prr::use_profile(std::shared_ptr<const prr_profile> table) {
+  c_.prr_table = std::move(table);
+  ahead_ = {};  // the next step's r may differ: it predicts its own P
+}
+
+uint32_t prr::begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t keys_bound,
+                    int64_t n_keys) {
   settle();  // the last step's figures, before its plan goes
   plan_ = plan;
+  ratio_ = ratio_at(keys_bound);
   // Every sparse layer repairs (a replayed step runs no host code, so they are listed here).
   repaired_.clear();
   if (!plan.dense)
     for (int32_t l = c_.dense_layers; l < hp_.n_layers; ++l) repaired_.push_back(l);
   figures_pending_ = !repaired_.empty();
-  const std::array<int32_t, 5> now = p_plan(c_, plan, n_keys, n_observed_);
+  const std::array<int32_t, 5> now = p_plan(ratio_, plan, n_keys, n_observed_);
   take_p_ = now[3];
   plan_p_ = step.put(std::span<const int32_t>(now));
-  select_bound_p_ = std::max(most.forced + predicted_take(c_, most), plan.forced + take_p_);
+  select_bound_p_ = std::max(most.forced + predicted_take(ratio_, most), plan.forced + take_p_);
   // P was predicted by the last step's tails if they expected this step: its keys, its pages
   // observed, its table's shape.
   from_last_ = ahead_.valid && ahead_.plan == now && ahead_.select_bound == select_bound_p_;
@@ -83,7 +96,9 @@ uint32_t prr::begin(step_buffer& step, const page_plan& plan, const page_plan& m
   // This step's tails predict the next decode step's (one key more; the pages this step
   // observes have state then), when it is sparse and its P fits this step's table.
   const page_plan next = plan_pages(c_, n_keys + 1);
-  const std::array<int32_t, 5> then = p_plan(c_, next, n_keys + 1, std::max(n_observed_, plan.n_pages));
+  // (With r by context length, a next step in another bucket may take another r: its plan then
+  // differs and it predicts its own.)
+  const std::array<int32_t, 5> then = p_plan(ratio_, next, n_keys + 1, std::max(n_observed_, plan.n_pages));
   if (c_.prr_ahead && !repaired_.empty() && !next.dense && then[2] <= select_bound_p_) {
     ahead_.valid = true;
     ahead_.plan = then;
@@ -202,6 +217,7 @@ prr_theta prr::fit(const std::vector<std::vector<float>>& rows, const std::vecto
     for (size_t t = 0; t < T; ++t) {
       const int64_t np = (n_keys[t] + c_.page_size - 1) / c_.page_size;
       const page_plan plan = plan_pages(c_, n_keys[t]);
+      const float ratio = ratio_at(std::min(attention_bucket(n_keys[t], capacity_), pages_capacity_ * c_.page_size));
       for (int32_t r = 0; r < n_rankers_; ++r) {
         const float* s = rows[t].data() + r * np;
         float* L = lv.data() + r * last_pages;
@@ -210,7 +226,7 @@ prr_theta prr::fit(const std::vector<std::vector<float>>& rows, const std::vecto
           for (int64_t p = 0; p < np; ++p)
             forecast[static_cast<size_t>(p)] = p < observed ? L[p] + th.phi * B[p] : std::numeric_limits<float>::infinity();
           top_unforced(c_, s, np, plan.take, a_set);
-          top_unforced(c_, forecast.data(), np, predicted_take(c_, plan), p_set);
+          top_unforced(c_, forecast.data(), np, predicted_take(ratio, plan), p_set);
           std::fill(in_p.begin(), in_p.begin() + np, 0);
           for (int32_t p : p_set) in_p[static_cast<size_t>(p)] = 1;
           float m = -std::numeric_limits<float>::infinity();

@@ -23,7 +23,8 @@
 //   update     level' = α s + (1 − α) ŝ,  trend' = β (level' − level) + (1 − β) φ trend
 // where s is the page's Quest score at this step; a page's first observation sets level = s,
 // trend = 0, and a page never observed is forecast +inf (it is always in P). P = the forced
-// pages + the ceil(r · take) best others by forecast (take = the pages Quest picks by score).
+// pages + the ceil(r · take) best others by forecast (take = the pages Quest picks by score);
+// r is prr_ratio or, with a profile (prr_profile.h), chosen per attention bucket by its bound.
 //
 // Calibration, per prompt and layer: the last calib_rows rows of a prefill (its last chunk) are
 // treated as decode steps; their Quest scores (the chunk's page summaries) replay the predictor for every
@@ -34,6 +35,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <cstdint>
 #include <vector>
 
@@ -47,6 +49,10 @@
 #include "policy/sparse_config.h"
 
 namespace sa {
+
+// Pages P takes beyond the forced ones for ratio r and Quest's plan: ceil(r · take), at most
+// the unforced pages.
+int64_t predicted_take(float ratio, const page_plan& p);
 
 struct prr_theta {
   float alpha = 0.5f, beta = 0.1f, phi = 0.8f;
@@ -67,13 +73,25 @@ struct prr_stats {
 
 class prr {
  public:
-  prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_rankers, int64_t pages_capacity);
+  // capacity: the keys the memory holds at most (its attention buckets end there).
+  prr(backend& be, const hparams& hp, const sparse_config& c, int32_t n_rankers, int64_t pages_capacity,
+      int64_t capacity);
+
+  // r for the steps of an attention bucket bounded by keys_bound keys: the profile's choice
+  // (prr_profile.h) when the session has one, else prr_ratio.
+  float ratio_at(int64_t keys_bound) const;
+  // Chooses r from this profile from the next step on (nullptr: prr_ratio).
+  void use_profile(std::shared_ptr<const prr_profile> table);
+  // The r of the last decode step (0 before one).
+  float ratio() const { return ratio_; }
 
   // A decode step with Quest's plan for n_keys keys: P's plan, and the next step's, go into
-  // the step buffer. most: the plan at the attention bucket's bound (launch shapes). Returns
+  // the step buffer. most: the plan at the attention bucket's bound keys_bound (launch shapes;
+  // the step's r is the bucket's). Returns
   // what a recorded step's shape depends on (0-3): whether P is predicted at this step's start
   // (the last step did not predict it) and whether this step predicts the next one's.
-  uint32_t begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t n_keys);
+  uint32_t begin(step_buffer& step, const page_plan& plan, const page_plan& most, int64_t keys_bound,
+                 int64_t n_keys);
   // Layer `layer`, before the selection, on the backend's second queue: P (unless the last step
   // predicted it), and with the superset mode its attention into out [n_heads][head_dim], lse
   // [n_heads].
@@ -133,7 +151,8 @@ class prr {
   const hparams& hp_;
   sparse_config c_;
   int32_t n_rankers_;
-  int64_t pages_capacity_;
+  int64_t pages_capacity_, capacity_;
+  float ratio_ = 0.0f;  // the step's r
   std::vector<buffer_ptr> buffers_;
   tensor state_;      // f32 [n_layers][n_rankers][pages_capacity][2]
   tensor forecast_;   // f32 [n_rankers][pages_capacity]: scratch of predict_pages

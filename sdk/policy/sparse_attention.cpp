@@ -56,7 +56,7 @@ sparse_attention::sparse_attention(backend& be, step_buffer& step, const hparams
       fail(SA_ERR_UNSUPPORTED, "RetroAttention combines with PRR's strict mode only (the superset's extra pages "
            "would reach past queries twice)");
     const int32_t rankers = c.granularity == select_granularity::per_group ? hp.n_kv_heads : hp.n_heads;
-    prr_ = std::make_unique<prr>(be, hp, c, rankers, pages_capacity);
+    prr_ = std::make_unique<prr>(be, hp, c, rankers, pages_capacity, capacity);
   }
 }
 
@@ -140,10 +140,11 @@ uint64_t sparse_attention::begin(batch_kind kind, const batch_meta& m) {
     }
   }
   // Launch bounds: the plan grows with the keys, so the bucket's bound bounds every step in it.
-  const page_plan most = plan_pages(c_, std::min(m.kv_bound, summaries_.pages_capacity() * c_.page_size));
+  const int64_t keys_bound = std::min(m.kv_bound, summaries_.pages_capacity() * c_.page_size);
+  const page_plan most = plan_pages(c_, keys_bound);
   pages_bound_ = std::max(most.n_pages, plan_.n_pages);
   select_bound_ = std::max(most.n_selected, plan_.n_selected);
-  const uint32_t prr_shape = prr_ ? prr_->begin(step_, plan_, most, n_keys) : 0;
+  const uint32_t prr_shape = prr_ ? prr_->begin(step_, plan_, most, keys_bound, n_keys) : 0;
   if (!selects_on_backend() || c_.check_error) return 0;
   return plan_.dense ? 1 : 2 + prr_shape;
 }

@@ -5,6 +5,8 @@
 
 #include "core/error.h"
 #include "memory/dense_memory.h"
+#include "policy/prr_profile.h"
+#include "store/model_fingerprint.h"
 
 namespace sa {
 
@@ -85,6 +87,23 @@ session::session(std::shared_ptr<const model> m, const session_config& c)
     sparse_ = std::make_unique<sparse_attention>(*backend_, step_, model_->hp(), config_.sparse,
                                                  dense.capacity(), dense.kv_type());
   }
+  if (!config_.sparse.prr_profile_path.empty()) use_prr_profile(config_.sparse.prr_profile_path);
+}
+
+void session::use_prr_profile(const std::string& path) {
+  prr* p = sparse_ ? sparse_->mutable_prr() : nullptr;
+  if (!p) fail(SA_ERR_INVALID_ARG, "a PRR profile (%s) needs speculation PRR", path.c_str());
+  std::string why;
+  const std::vector<device_info> devices = list_devices(config_.backend, &why);
+  if (config_.device < 0 || static_cast<size_t>(config_.device) >= devices.size())
+    fail(SA_ERR_BACKEND, "the session's device %d is no longer listed: %s", config_.device, why.c_str());
+  const prr_profile_key key = prr_key(store::model_fingerprint(*model_), backend_->name(),
+                                      devices[static_cast<size_t>(config_.device)].name, config_.sparse,
+                                      *config_.kv_type);
+  auto table = std::make_shared<const prr_profile>(load_prr_profile(path, key));
+  p->use_profile(table);
+  config_.sparse.prr_profile_path = path;
+  config_.sparse.prr_table = std::move(table);
 }
 
 forward_env session::env() {
@@ -371,6 +390,7 @@ session_stats session::stats() const {
     s.prr_hit_rate = p.hit_rate();
     s.prr_missed_pages = p.missed_per_selection();
     s.prr_calibration_ms = p.calibration_ms;
+    s.prr_ratio = sparse_->prr_state()->ratio();
   }
   return s;
 }

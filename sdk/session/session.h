@@ -66,6 +66,7 @@ struct session_stats {
   double last_call_ms = 0;
   double retro_effective_budget = 0;  // RetroAttention's mean effective KV budget; 0 without it
   double prr_hit_rate = 0, prr_missed_pages = 0, prr_calibration_ms = 0;  // PRR's
+  double prr_ratio = 0;  // PRR's r at the last decode step
 };
 
 // Return false to cancel a prefill.
@@ -83,6 +84,11 @@ class session {
   // Samples from the current logits (requires has_logits()).
   int32_t sample();
   void reset();
+  // PRR's r from now on chosen by the profile file at path (policy/prr_profile.h): its profile
+  // for this model, device and selection settings. Throws SA_ERR_INVALID_ARG without PRR or
+  // without such a profile in the file, SA_ERR_IO / SA_ERR_FORMAT for an unreadable or malformed
+  // file.
+  void use_prr_profile(const std::string& path);
 
   bool has_logits() const { return logits_state_ != logits_state::none; }
   // The logits after the last token (downloaded on first use after a step).
