@@ -294,6 +294,10 @@ int gpu_bench(const std::string& what, const gpu_bench_options& o) {
                 o.backend == sa::backend_kind::cuda ? "cuda" : "vulkan", d.name.c_str(), d.multiprocessors,
                 static_cast<double>(d.memory_bytes) / (1 << 30), d.compute_major, d.compute_minor);
     json_out js(o.json);
+    if (what == "prr-profile") {
+      gpu_prr_profile(o, js);
+      return 0;
+    }
     const double bw = bandwidth(o, js);
     if (what == "attention" || what == "all") attention(o, bw, js);
     if (what == "attention-prefill" || what == "all") attention_prefill(o, js);

@@ -13,7 +13,9 @@
 //   sparse      Quest per layer (scores, top pages, attention against the bytes floor) at
 //               --keys lengths (default 32K, 128K), and with --model the sparse methods end to
 //               end at --depths (default 32K, 128K) beside dense decoding (gpu_sparse.cpp)
-//   all         all of the above but sparse (decode when --model is given)
+//   prr-profile the profile PRR chooses its r from by context length, for --model on this device
+//               (--profile: the file written; gpu_prr_profile.cpp)
+//   all         all of the above but sparse and prr-profile (decode when --model is given)
 // Memory-bound kernels are timed over buffers rotated past the L2 cache, replayed as one
 // recorded step per measurement (medians over repetitions).
 #pragma once
@@ -35,6 +37,11 @@ struct gpu_bench_options {
   int batch = 2048;                             // prefill chunk
   std::string json;                             // append JSON lines here
   std::vector<std::string> methods = {"dense", "quest", "resa", "vattention", "cascade"};  // sparse
+  std::string prr_profile;  // prr-profile: the file written; sparse: PRR rows with r from it
+  // prr-profile: the selection settings profiled (the defaults of sa_session_params)
+  std::vector<std::string> select = {"head", "group"};
+  int page_size = 16, budget_tokens = 0, sink_pages = 1, local_pages = 1, min_pages = 3;
+  float budget_ratio = 0.125f;
 };
 
 int gpu_bench(const std::string& what, const gpu_bench_options& o);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 
@@ -15,6 +16,7 @@
 #endif
 #include "model/model.h"
 #include "quant/quants.h"
+#include "random_model.h"
 
 namespace gpu_util {
 
@@ -105,6 +107,27 @@ sa::session_config bench_session_config(const gpu_bench_options& o, int32_t n_ct
 
 std::unique_ptr<sa::backend> bench_backend(const gpu_bench_options& o) {
   return sa::make_backend(o.backend, o.device, 0);
+}
+
+cache_copies make_cache_copies(sa::backend& be, int32_t n_kv_heads, int32_t head_dim, int32_t page_size, int64_t keys) {
+  cache_copies c;
+  const sa::dtype sum_type = be.page_summary_type(sa::dtype::f16, head_dim);
+  c.n_pages = (keys + page_size - 1) / page_size;
+  c.kv_bytes = static_cast<double>(keys) * n_kv_heads * head_dim * 2 * 2;
+  c.sum_bytes = static_cast<double>(c.n_pages) * n_kv_heads * 2 * head_dim *
+                static_cast<double>(sa::traits(sum_type).block_bytes);
+  const int n = std::max(2, static_cast<int>(std::ceil(1.5e9 / (c.kv_bytes + c.sum_bytes))));
+  const std::vector<uint8_t> host = random_matrix(sa::dtype::f16, head_dim, int64_t{n_kv_heads} * keys, 1.0f, 3);
+  for (int b = 0; b < n; ++b) {
+    for (int kv = 0; kv < 2; ++kv) {
+      sa::tensor t = sa::new_tensor(be, c.owned, sa::dtype::f16, head_dim, int64_t{n_kv_heads} * keys);
+      be.upload(*t.buf, 0, host.data(), host.size());
+      (kv == 0 ? c.ks : c.vs).push_back(t);
+    }
+    c.sums.push_back(sa::new_tensor(be, c.owned, sum_type, head_dim, n_kv_heads * c.n_pages * 2));
+    be.summarize_pages(c.ks.back(), keys, page_size, keys, 0, c.n_pages, c.sums.back(), c.n_pages);
+  }
+  return c;
 }
 
 double weight_bytes_per_token(const sa::model& m) {

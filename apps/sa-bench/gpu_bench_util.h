@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "gpu_bench.h"
@@ -51,6 +52,22 @@ sa::session_config bench_session_config(const gpu_bench_options& o, int32_t n_ct
 // The backend a measurement runs on (--backend cuda or vulkan).
 std::unique_ptr<sa::backend> bench_backend(const gpu_bench_options& o);
 
+// Copies of one layer's f16 K and V caches [n_kv_heads * keys][head_dim] (the same random
+// keys in each) and their page summaries [n_kv_heads * n_pages * 2][head_dim] (in the type the
+// backend keeps them), enough copies that rotating through them passes the L2 cache.
+struct cache_copies {
+  std::vector<sa::buffer_ptr> owned;
+  std::vector<sa::tensor> ks, vs, sums;
+  int64_t n_pages = 0;
+  double kv_bytes = 0, sum_bytes = 0;  // one copy's
+  int count() const { return static_cast<int>(ks.size()); }
+  sa::kv_view kv(int i, int64_t keys) const {
+    const size_t b = static_cast<size_t>(i % count());
+    return sa::kv_view{&ks[b], &vs[b], keys, 0, nullptr};
+  }
+};
+cache_copies make_cache_copies(sa::backend& be, int32_t n_kv_heads, int32_t head_dim, int32_t page_size, int64_t keys);
+
 // Bytes one decode token must read: every matrix but the input embedding (a row of it), the
 // embedding when it is also the output, and the norms.
 double weight_bytes_per_token(const sa::model& m);
@@ -60,3 +77,5 @@ double weight_bytes_per_token(const sa::model& m);
 // sa-bench gpu sparse (gpu_sparse.cpp): Quest per layer, and sparse decoding end to end on
 // o.model when given; bw is the measured bandwidth in TB/s.
 void gpu_sparse(const gpu_bench_options& o, double bw, gpu_util::json_out& js);
+// sa-bench gpu prr-profile (gpu_prr_profile.cpp): PRR's profile of o.model, written to o.prr_profile.
+void gpu_prr_profile(const gpu_bench_options& o, gpu_util::json_out& js);

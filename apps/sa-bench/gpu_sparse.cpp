@@ -11,7 +11,8 @@
 // End to end (a model file): decode ms/token at each depth for dense decoding, Quest 1/16 (per
 // head), Quest 1/16 per group with ReSA's rectification (f = 32), RetroAttention (w = 2, 4),
 // Quest with PRR's speculation (superset and strict, r = 1, per head; superset per group, with
-// the hit rate the session counted), vAttention (eps 0.05, top-k 1/16)
+// the hit rate the session counted; with --profile also r chosen by it, per head and per group),
+// vAttention (eps 0.05, top-k 1/16)
 // and the cascade (a 4K cache in 8 sub-caches), with the KV bytes each step read. The
 // full-cache methods start from one dense prefill whose memory is copied into each session.
 // After its timed steps each method but dense decodes one more step inside a profiler range
@@ -174,23 +175,14 @@ void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
               "attend us", "step us", "floor us", "% floor", "dense us");
   std::vector<std::string> prr_rows;
   for (int L : o.lengths) {
-    const int64_t n_pages = (L + page - 1) / page;
-    const double kv_bytes = static_cast<double>(L) * n_kv * hd * 2 * 2;
-    const double sum_bytes =
-        static_cast<double>(n_pages) * n_kv * 2 * hd * static_cast<double>(sa::traits(sum_type).block_bytes);
-    const int n_buf = std::max(2, static_cast<int>(std::ceil(1.5e9 / (kv_bytes + sum_bytes))));
+    const cache_copies cache = make_cache_copies(be, n_kv, hd, page, L);
+    const std::vector<sa::tensor>& ks = cache.ks;
+    const std::vector<sa::tensor>& vs = cache.vs;
+    const std::vector<sa::tensor>& sums = cache.sums;
+    const int64_t n_pages = cache.n_pages;
+    const double sum_bytes = cache.sum_bytes;
+    const int n_buf = cache.count();
     std::vector<sa::buffer_ptr> owned;
-    std::vector<sa::tensor> ks, vs, sums;
-    const std::vector<uint8_t> host = random_matrix(sa::dtype::f16, hd, int64_t{n_kv} * L, 1.0f, 3);
-    for (int b = 0; b < n_buf; ++b) {
-      for (int kv = 0; kv < 2; ++kv) {
-        sa::tensor t = sa::new_tensor(be, owned, sa::dtype::f16, hd, int64_t{n_kv} * L);
-        be.upload(*t.buf, 0, host.data(), host.size());
-        (kv == 0 ? ks : vs).push_back(t);
-      }
-      sums.push_back(sa::new_tensor(be, owned, sum_type, hd, n_kv * n_pages * 2));
-      be.summarize_pages(ks.back(), L, page, L, 0, n_pages, sums.back(), n_pages);
-    }
     const std::vector<uint8_t> qh = random_matrix(sa::dtype::f32, hd, n_heads, 1.0f, 5);
     sa::tensor q = sa::new_f32_tensor(be, owned, hd, n_heads);
     be.upload(*q.buf, 0, qh.data(), qh.size());
@@ -349,6 +341,14 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
     sa::session_config prg = qg;
     prg.sparse.prr = sa::speculation::superset;
     methods.push_back({"Quest 1/16 per group + PRR superset", prg, "prr-group"});
+    if (!o.prr_profile.empty()) {  // r by context length from a profile (sa-bench gpu prr-profile)
+      sa::session_config pp = q;
+      pp.sparse.prr = sa::speculation::superset;
+      pp.sparse.prr_profile_path = o.prr_profile;
+      methods.push_back({"Quest 1/16 + PRR superset, profiled r", pp, "prr-profile"});
+      pp.sparse.granularity = sa::select_granularity::per_group;
+      methods.push_back({"Quest 1/16 per group + PRR, profiled r", pp, "prr-group-profile"});
+    }
     sa::session_config v = q;
     v.sparse.method = sa::sparse_method::vattention;
     v.sparse.epsilon = 0.05f;
@@ -396,8 +396,8 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
       std::printf("%8d %-34s %10.1f %10.3f %8.2fx %12.1f\n", depth, me.name, 1.0 / sec, sec * 1e3, dense_s / sec,
                   kv_per_token / 1e6);
       if (me.c.sparse.prr != sa::speculation::none)
-        std::printf("%8s (PRR: hit rate %.3f, %.1f missed pages a selection)\n", "", s.stats().prr_hit_rate,
-                    s.stats().prr_missed_pages);
+        std::printf("%8s (PRR: r %.3f, hit rate %.3f, %.1f missed pages a selection)\n", "", s.stats().prr_ratio,
+                    s.stats().prr_hit_rate, s.stats().prr_missed_pages);
       js.line(fmt("{\"bench\":\"sparse_decode\",\"model\":\"%s\",\"depth\":%d,\"method\":\"%s\",\"tok_s\":%.3f,"
                   "\"ms\":%.4f,\"vs_dense\":%.4f,\"kv_bytes_per_token\":%.0f}",
                   o.model.c_str(), depth, me.name, 1.0 / sec, sec * 1e3, dense_s / sec, kv_per_token));

@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
     ("prompt", "cpu mode: prompt tokens", cxxopts::value<int>()->default_value("512"))
     ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
     ("steps", "sparse, cpu and gpu decode modes: decode steps", cxxopts::value<int>()->default_value("64"))
-    ("what", "gpu mode: bandwidth, attention, attention-prefill, gemv, gemm, decode, sparse or all", cxxopts::value<std::string>()->default_value("all"))
+    ("what", "gpu mode: bandwidth, attention, attention-prefill, gemv, gemm, decode, sparse, prr-profile or all", cxxopts::value<std::string>()->default_value("all"))
     ("backend", "gpu mode: cuda or vulkan; long-run: cpu (default), cuda or vulkan", cxxopts::value<std::string>()->default_value("cuda"))
     ("device", "gpu mode: device index of the backend", cxxopts::value<int>()->default_value("0"))
     ("keys", "gpu attention and attention-prefill: context lengths", cxxopts::value<std::vector<int>>()->default_value("4096,8192,16384,32768,65536,131072"))
@@ -233,7 +233,15 @@ int main(int argc, char** argv) {
     ("rows", "gpu gemv: input rows (1 = decode; 2 to 8: RetroAttention's window, small prefill chunks)", cxxopts::value<std::vector<int>>()->default_value("1"))
     ("depths", "gpu decode: context depths", cxxopts::value<std::vector<int>>()->default_value("0,8192,32768,131072"))
     ("batch", "gpu decode: prefill chunk", cxxopts::value<int>()->default_value("2048"))
-    ("methods", "gpu sparse: dense,quest,quest-group,resa,retro:2,retro:4,prr,prr-strict,prr-group,vattention,cascade", cxxopts::value<std::vector<std::string>>()->default_value("dense,quest,resa,vattention,cascade"))
+    ("methods", "gpu sparse: dense,quest,quest-group,resa,retro:2,retro:4,prr,prr-strict,prr-group,prr-profile,prr-group-profile,vattention,cascade", cxxopts::value<std::vector<std::string>>()->default_value("dense,quest,resa,vattention,cascade"))
+    ("profile", "gpu prr-profile: the profile file written (its profiles for other settings kept); gpu sparse: also PRR with r from it (prr-profile, prr-group-profile)", cxxopts::value<std::string>()->default_value(""))
+    ("select", "gpu prr-profile: selection granularities profiled", cxxopts::value<std::vector<std::string>>()->default_value("head,group"))
+    ("page-size", "gpu prr-profile: tokens per page", cxxopts::value<int>()->default_value("16"))
+    ("budget-ratio", "gpu prr-profile: budget as a fraction of the keys", cxxopts::value<float>()->default_value("0.125"))
+    ("budget-tokens", "gpu prr-profile: fixed budget in tokens (0: --budget-ratio)", cxxopts::value<int>()->default_value("0"))
+    ("sink-pages", "gpu prr-profile: sink pages", cxxopts::value<int>()->default_value("1"))
+    ("local-pages", "gpu prr-profile: local pages", cxxopts::value<int>()->default_value("1"))
+    ("min-pages", "gpu prr-profile: fewest pages a head attends", cxxopts::value<int>()->default_value("3"))
     ("json", "gpu mode: append JSON lines to this file", cxxopts::value<std::string>()->default_value(""))
     ("type", "random-model: weight type", cxxopts::value<std::string>()->default_value("f16"))
     ("out", "random-model: output file", cxxopts::value<std::string>()->default_value("random-8b.gguf"))
@@ -337,6 +345,19 @@ int main(int argc, char** argv) {
     o.batch = args["batch"].as<int>();
     o.json = args["json"].as<std::string>();
     o.methods = args["methods"].as<std::vector<std::string>>();
+    o.prr_profile = args["profile"].as<std::string>();
+    o.select = args["select"].as<std::vector<std::string>>();
+    for (const std::string& g : o.select)
+      if (g != "head" && g != "group") {
+        std::fprintf(stderr, "sa-bench gpu: --select takes head and group, not '%s'\n", g.c_str());
+        return 2;
+      }
+    o.page_size = args["page-size"].as<int>();
+    o.budget_ratio = args["budget-ratio"].as<float>();
+    o.budget_tokens = args["budget-tokens"].as<int>();
+    o.sink_pages = args["sink-pages"].as<int>();
+    o.local_pages = args["local-pages"].as<int>();
+    o.min_pages = args["min-pages"].as<int>();
     const std::string what = args["what"].as<std::string>();
     if (what == "sparse") {  // long contexts unless asked otherwise
       if (!args.count("keys")) o.lengths = {32768, 131072};
