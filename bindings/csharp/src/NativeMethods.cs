@@ -84,6 +84,7 @@ namespace Sa
             public int speculation;
             public int prr_mode;
             public float prr_ratio;
+            public IntPtr prr_profile;
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -108,6 +109,7 @@ namespace Sa
             public double prr_hit_rate;
             public double prr_missed_pages;
             public double prr_calibration_ms;
+            public double prr_ratio;
         }
 
         [StructLayout(LayoutKind.Sequential)]

@@ -62,8 +62,8 @@ namespace Sa
         [ThreadStatic] static SaException lastError;
 
         /// <summary>Re-creates a session saved in a store (sa_session_resume); options names it
-        /// with StorePath and SessionId and supplies Backend, Device, Threads and Autosave; every
-        /// other setting is the stored session's.</summary>
+        /// with StorePath and SessionId and supplies Backend, Device, Threads, Autosave and
+        /// PrrProfile; every other setting is the stored session's.</summary>
         /// <exception cref="SaException">InvalidArgument when there is no such file or session;
         /// Store for a foreign, newer or corrupt store or another model.</exception>
         public static Session Resume(Model model, SessionOptions options)

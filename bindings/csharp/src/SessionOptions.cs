@@ -53,6 +53,7 @@ namespace Sa
             p.struct_size = (uint)Marshal.SizeOf(typeof(NativeMethods.SessionParams));
             p.store_path = IntPtr.Zero;
             p.session_id = IntPtr.Zero;
+            p.prr_profile = IntPtr.Zero;
         }
 
         /// <summary>A copy of these settings.</summary>
@@ -117,6 +118,11 @@ namespace Sa
         public Speculation Speculation { get { return (Speculation)p.speculation; } set { p.speculation = (int)value; } }
         public PrrMode PrrMode { get { return (PrrMode)p.prr_mode; } set { p.prr_mode = (int)value; } }
         public float PrrRatio { get { return p.prr_ratio; } set { p.prr_ratio = value; } }
+        /// <summary>A profile file that sa-bench gpu prr-profile wrote, from which PRR takes r per
+        /// attention bucket instead of PrrRatio; null = none. Needs Speculation.Prr and a profile
+        /// in the file for this model, device and selection settings. Read when the session is
+        /// created or resumed; unlike the other PRR settings, Session.Resume takes it too.</summary>
+        public string PrrProfile { get; set; }
 
         // Session store
         /// <summary>SQLite file the session is saved in; null = none.</summary>
@@ -134,6 +140,7 @@ namespace Sa
             {
                 n.store_path = Utf8.ToHGlobal(StorePath);
                 n.session_id = Utf8.ToHGlobal(SessionId);
+                n.prr_profile = Utf8.ToHGlobal(PrrProfile);
             }
             catch
             {
@@ -147,8 +154,10 @@ namespace Sa
         {
             if (n.store_path != IntPtr.Zero) Marshal.FreeHGlobal(n.store_path);
             if (n.session_id != IntPtr.Zero) Marshal.FreeHGlobal(n.session_id);
+            if (n.prr_profile != IntPtr.Zero) Marshal.FreeHGlobal(n.prr_profile);
             n.store_path = IntPtr.Zero;
             n.session_id = IntPtr.Zero;
+            n.prr_profile = IntPtr.Zero;
         }
     }
 }

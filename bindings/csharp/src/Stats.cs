@@ -23,6 +23,7 @@ namespace Sa
             PrrHitRate = s.prr_hit_rate;
             PrrMissedPages = s.prr_missed_pages;
             PrrCalibrationMilliseconds = s.prr_calibration_ms;
+            PrrRatio = s.prr_ratio;
         }
 
         public ulong TokenCount { get; private set; }
@@ -43,6 +44,9 @@ namespace Sa
         public double PrrHitRate { get; private set; }
         public double PrrMissedPages { get; private set; }
         public double PrrCalibrationMilliseconds { get; private set; }
+        /// <summary>PRR: the r of the last decode step (SessionOptions.PrrRatio, or the
+        /// profile's choice with SessionOptions.PrrProfile); 0 before one.</summary>
+        public double PrrRatio { get; private set; }
     }
 
     /// <summary>What one (layer, query head) did in the last decode step (sa_head_stat).</summary>

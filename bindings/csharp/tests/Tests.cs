@@ -195,6 +195,7 @@ namespace Sa.Tests
             Run("sessions on several threads", TestThreads);
             Run("save, resume in a second process, list, delete", TestStore);
             Run("stats and head stats", TestStats);
+            Run("PRR's r: prr_ratio or a profile", TestPrr);
             Run("memory positions", TestMemoryPositions);
             Run("finalizers", TestFinalizers);
 
@@ -218,7 +219,7 @@ namespace Sa.Tests
 
         // The sizes the library writes into struct_size, and default values read at the C
         // offsets of sa_session_params (x86-64/AArch64: seed at 40, n_sinks at 48, prr_ratio at
-        // 180), against the wrapper's structs and SessionOptions.
+        // 180, prr_profile at 184), against the wrapper's structs and SessionOptions.
         static void TestLayout()
         {
             IntPtr buf = Marshal.AllocHGlobal(4096);
@@ -227,11 +228,14 @@ namespace Sa.Tests
                 for (int i = 0; i < 4096; i++) Marshal.WriteByte(buf, i, 0);
                 Raw.sa_session_params_init(buf);
                 Equal(Marshal.ReadInt32(buf), Marshal.SizeOf(typeof(NativeMethods.SessionParams)), "sizeof sa_session_params");
-                Equal(184, Marshal.ReadInt32(buf), "sa_session_params is 184 bytes");
+                Equal(192, Marshal.ReadInt32(buf), "sa_session_params is 192 bytes");
                 SessionOptions o = new SessionOptions();
                 Equal((ulong)Marshal.ReadInt64(buf, 40), o.Seed, "seed");
                 Equal(Marshal.ReadInt32(buf, 48), o.Sinks, "n_sinks");
                 Equal(BitConverter.ToSingle(BitConverter.GetBytes(Marshal.ReadInt32(buf, 180)), 0), o.PrrRatio, "prr_ratio");
+                Equal(184, (int)Marshal.OffsetOf(typeof(NativeMethods.SessionParams), "prr_profile"), "offset of prr_profile");
+                Equal(IntPtr.Zero, Marshal.ReadIntPtr(buf, 184), "default prr_profile is NULL");
+                Equal(null, o.PrrProfile, "default PrrProfile");
                 Equal(64, o.Sinks, "default n_sinks");
                 Equal(16, o.PageSize, "default page_size");
                 Equal(1f, o.TopP, "default top_p");
@@ -243,7 +247,8 @@ namespace Sa.Tests
             }
             finally { Marshal.FreeHGlobal(buf); }
             Equal(232, Marshal.SizeOf(typeof(NativeMethods.ModelDesc)), "sizeof sa_model_desc");
-            Equal(144, Marshal.SizeOf(typeof(NativeMethods.Stats)), "sizeof sa_stats");
+            Equal(152, Marshal.SizeOf(typeof(NativeMethods.Stats)), "sizeof sa_stats");
+            Equal(144, (int)Marshal.OffsetOf(typeof(NativeMethods.Stats), "prr_ratio"), "offset of sa_stats.prr_ratio");
             Equal(24, Marshal.SizeOf(typeof(NativeMethods.HeadStat)), "sizeof sa_head_stat");
             Equal(176, Marshal.SizeOf(typeof(NativeMethods.BackendDesc)), "sizeof sa_backend_desc");
             Equal(72, Marshal.SizeOf(typeof(NativeMethods.StoredSession)), "sizeof sa_stored_session");
@@ -779,6 +784,101 @@ namespace Sa.Tests
                 foreach (HeadStat h in hs) if (h.Layer >= 1) sum += (ulong)h.KeysAttended;
                 Equal(st.SparseKeysAttended, sum, "stats agree with head stats");
             }
+        }
+
+        // PRR over Quest on the CPU, 4 pages of 16 per head and step, r = 0.75 without a profile.
+        static SessionOptions Prr(string profile)
+        {
+            return new SessionOptions
+            {
+                Backend = Backend.Cpu, ContextSize = 1024, Sparse = SparseMethod.Quest, PageSize = 16,
+                BudgetTokens = 64, Speculation = Speculation.Prr, PrrRatio = 0.75f, PrrProfile = profile,
+            };
+        }
+
+        // A profile in the library's format (sa-bench gpu prr-profile writes it) for the settings
+        // of Prr on the CPU, whose times let every r of its grid fit: r is the grid's largest, 2.
+        static string ProfileFor(ulong fingerprint, string device)
+        {
+            ModelInfo i = model.Info;
+            return "sa-prr-profile 1\nprofile\nmodel " + fingerprint.ToString("x16") + " heads " + i.HeadCount
+                + " kv_heads " + i.KvHeadCount + " head_dim " + i.HeadDim + "\ndevice cpu " + device
+                + "\nselect head page 16 budget_tokens 64 budget_ratio 0 sink 1 local 1 min 3 kv f32\n"
+                + "ratios 0.5 1 2\nkeys 256 select 100 speculate 1 2 3\nkeys 4096 select 100 speculate 1 2 3\nend\n";
+        }
+
+        static void DecodeOne(Session s)
+        {
+            bool d;
+            s.DecodeStep(s.Sample(out d), out d);
+        }
+
+        static void TestPrr()
+        {
+            Equal(null, new SessionOptions().PrrProfile, "no profile by default");
+            int[] prompt = LongPrompt(300);
+            using (Session s = model.CreateSession(Prr(null)))
+            {
+                s.Prefill(prompt);
+                Equal(0.0, s.GetStats().PrrRatio, "0 before a decode step");
+                DecodeOne(s);
+                Equal(0.75, s.GetStats().PrrRatio, "the step's r is PrrRatio");
+            }
+
+            string dir = TempDir();
+            try
+            {
+                string missing = Path.Combine(dir, "missing.prr");
+                SaException e = ThrowsSa(SaStatus.Io, () => model.CreateSession(Prr(missing)), "missing profile");
+                Check(e.Message.Contains("missing.prr"), "the message names the file: " + e.Message);
+                // Without PRR a profile is refused before the file is looked at.
+                e = ThrowsSa(SaStatus.InvalidArgument, () => model.CreateSession(new SessionOptions
+                {
+                    Backend = Backend.Cpu, Sparse = SparseMethod.Quest, PrrProfile = missing,
+                }), "profile without PRR");
+                Check(e.Message.Contains("prr_profile"), "the message names the param: " + e.Message);
+                ThrowsSa(SaStatus.InvalidArgument, () => model.CreateSession(Prr("")), "empty path");
+                string garbage = Path.Combine(dir, "garbage.prr");
+                File.WriteAllText(garbage, "not a profile\n");
+                ThrowsSa(SaStatus.Format, () => model.CreateSession(Prr(garbage)), "malformed profile");
+                string other = Path.Combine(dir, "other.prr");
+                File.WriteAllText(other, ProfileFor(1, "some device"));
+                e = ThrowsSa(SaStatus.InvalidArgument, () => model.CreateSession(Prr(other)), "a profile of another model");
+                Check(e.Message.Contains("0000000000000001"), "the message lists what the file holds: " + e.Message);
+
+                // The profile's key: the model's fingerprint (as the store lists it) and the CPU's name.
+                string store = Path.Combine(dir, "sessions.db");
+                SessionOptions stored = Prr(null);
+                stored.StorePath = store;
+                stored.SessionId = "plain";
+                using (Session s = model.CreateSession(stored))
+                {
+                    s.Prefill(prompt);
+                    s.Save();
+                }
+                DeviceInfo cpu = SaLibrary.GetDevices()[0];
+                Equal(Backend.Cpu, cpu.Kind, "the CPU is listed first");
+                string file = Path.Combine(dir, "cpu.prr");
+                File.WriteAllText(file, ProfileFor(SessionStore.List(store)[0].ModelFingerprint, cpu.Name));
+                using (Session s = model.CreateSession(Prr(file)))
+                {
+                    s.Prefill(prompt);
+                    DecodeOne(s);
+                    Equal(2.0, s.GetStats().PrrRatio, "the profile's r, not PrrRatio");
+                }
+
+                // Resume takes the profile from the options: none, this one, or a missing file.
+                foreach (string profile in new[] { null, file })
+                {
+                    using (Session s = Session.Resume(model, new SessionOptions { Backend = Backend.Cpu, StorePath = store, SessionId = "plain", PrrProfile = profile }))
+                    {
+                        DecodeOne(s);
+                        Equal(profile == null ? 0.75 : 2.0, s.GetStats().PrrRatio, "r after resume with profile " + profile);
+                    }
+                }
+                ThrowsSa(SaStatus.Io, () => Session.Resume(model, new SessionOptions { Backend = Backend.Cpu, StorePath = store, SessionId = "plain", PrrProfile = missing }), "resume with a missing profile");
+            }
+            finally { Directory.Delete(dir, true); }
         }
 
         // Objects dropped without Dispose, in every combination, then finalized.

@@ -591,12 +591,13 @@ pub struct sa_session_params {
     pub speculation: i32,
     pub prr_mode: i32,
     pub prr_ratio: f32,
+    pub prr_profile: *const ::std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_sa_session_params() {
     assert_eq!(
         ::std::mem::size_of::<sa_session_params>(),
-        184usize,
+        192usize,
         concat!("Size of: ", stringify!(sa_session_params))
     );
     assert_eq!(
@@ -1301,6 +1302,23 @@ fn bindgen_test_layout_sa_session_params() {
         );
     }
     test_field_prr_ratio();
+    fn test_field_prr_profile() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sa_session_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).prr_profile) as usize - ptr as usize
+            },
+            184usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sa_session_params),
+                "::",
+                stringify!(prr_profile)
+            )
+        );
+    }
+    test_field_prr_profile();
 }
 extern "C" {
     pub fn sa_session_params_init(params: *mut sa_session_params);
@@ -1379,12 +1397,13 @@ pub struct sa_stats {
     pub prr_hit_rate: f64,
     pub prr_missed_pages: f64,
     pub prr_calibration_ms: f64,
+    pub prr_ratio: f64,
 }
 #[test]
 fn bindgen_test_layout_sa_stats() {
     assert_eq!(
         ::std::mem::size_of::<sa_stats>(),
-        144usize,
+        152usize,
         concat!("Size of: ", stringify!(sa_stats))
     );
     assert_eq!(
@@ -1715,6 +1734,23 @@ fn bindgen_test_layout_sa_stats() {
         );
     }
     test_field_prr_calibration_ms();
+    fn test_field_prr_ratio() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<sa_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).prr_ratio) as usize - ptr as usize
+            },
+            144usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(sa_stats),
+                "::",
+                stringify!(prr_ratio)
+            )
+        );
+    }
+    test_field_prr_ratio();
 }
 extern "C" {
     pub fn sa_session_stats(session: *const sa_session, out: *mut sa_stats) -> sa_status;

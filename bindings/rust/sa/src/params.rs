@@ -181,12 +181,14 @@ c_enum! {
 /// created: an out-of-range one is [`crate::Status::InvalidArg`] naming it.
 #[derive(Clone, Debug)]
 pub struct SessionParams {
-    // store_path and session_id are always NULL here; `with_raw` points them at copies.
+    // store_path, session_id and prr_profile are always NULL here; `with_raw` points them at
+    // copies.
     raw: sys::sa_session_params,
     store: Option<(PathBuf, String)>,
+    prr_profile: Option<PathBuf>,
 }
 
-// SAFETY: the only pointers in `raw`, store_path and session_id, are always NULL.
+// SAFETY: the only pointers in `raw`, store_path, session_id and prr_profile, are always NULL.
 unsafe impl Send for SessionParams {}
 // SAFETY: as above.
 unsafe impl Sync for SessionParams {}
@@ -221,7 +223,11 @@ impl SessionParams {
         let mut raw: sys::sa_session_params = unsafe { std::mem::zeroed() };
         // SAFETY: raw is a valid struct.
         unsafe { sys::sa_session_params_init(&mut raw) };
-        SessionParams { raw, store: None }
+        SessionParams {
+            raw,
+            store: None,
+            prr_profile: None,
+        }
     }
 
     setters! {
@@ -319,6 +325,23 @@ impl SessionParams {
             .map(|(p, id)| (p.as_path(), id.as_str()))
     }
 
+    /// `prr_profile`: a profile file of `sa-bench gpu prr-profile` from which PRR takes r per
+    /// attention bucket instead of [`SessionParams::prr_ratio`]; default none. Needs
+    /// [`Speculation::Prr`]; the file must hold a profile for this model, device and selection
+    /// settings ([`crate::Status::InvalidArg`] otherwise), and is read when the session is
+    /// created or resumed ([`crate::Status::Io`] / [`crate::Status::Format`]). Unlike the other
+    /// PRR settings it is also taken by [`crate::Session::resume`].
+    #[must_use]
+    pub fn prr_profile(mut self, path: impl AsRef<Path>) -> Self {
+        self.prr_profile = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// The PRR profile file, if set.
+    pub fn prr_profile_path(&self) -> Option<&Path> {
+        self.prr_profile.as_deref()
+    }
+
     /// Calls `f` with the C struct, its strings pointing at copies that live during the call.
     pub(crate) fn with_raw<R>(
         &self,
@@ -333,8 +356,15 @@ impl SessionParams {
             raw.session_id = id.as_ptr();
             strings = Some((path, id));
         }
+        let mut profile = None;
+        if let Some(path) = &self.prr_profile {
+            let path = crate::model::path_to_cstring(path)?;
+            raw.prr_profile = path.as_ptr();
+            profile = Some(path);
+        }
         let r = f(&raw);
         drop(strings);
+        drop(profile);
         Ok(r)
     }
 }

@@ -64,6 +64,9 @@ pub struct Stats {
     pub prr_missed_pages: f64,
     /// PRR: the last prefill's calibration time, in milliseconds.
     pub prr_calibration_ms: f64,
+    /// PRR: the r of the last decode step ([`SessionParams::prr_ratio`], or the profile's
+    /// choice with [`SessionParams::prr_profile`]); 0 before one.
+    pub prr_ratio: f64,
 }
 
 /// What one (layer, query head) did in the last decode step (`sa_head_stat`).
@@ -156,8 +159,8 @@ impl Session {
     }
 
     /// Re-creates a session saved in the store `params` names (`sa_session_resume`). Backend,
-    /// threads, store and autosave come from `params`; every other setting is the stored
-    /// session's. No such file or session is [`Status::InvalidArg`].
+    /// threads, store, autosave and PRR profile come from `params`; every other setting is the
+    /// stored session's. No such file or session is [`Status::InvalidArg`].
     pub fn resume(model: &Model, params: &SessionParams) -> Result<Session> {
         if params.store_location().is_none() {
             return Err(Error::new(
@@ -381,6 +384,7 @@ impl Session {
             prr_hit_rate: s.prr_hit_rate,
             prr_missed_pages: s.prr_missed_pages,
             prr_calibration_ms: s.prr_calibration_ms,
+            prr_ratio: s.prr_ratio,
         })
     }
 
