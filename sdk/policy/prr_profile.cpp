@@ -285,9 +285,10 @@ void write_prr_profiles(const std::string& path, const std::vector<prr_profile>&
     for (float r : p.ratios) s << ' ' << r;
     s << '\n';
     for (const prr_profile::row& row : p.rows) {
-      s << "keys " << row.keys << " select " << row.select_us << " speculate";
+      // Times to the nanosecond (they round-trip as written, which is all a reader needs).
+      s << "keys " << row.keys << std::fixed << std::setprecision(3) << " select " << row.select_us << " speculate";
       for (double t : row.speculate_us) s << ' ' << t;
-      s << '\n';
+      s << std::defaultfloat << std::setprecision(9) << '\n';
     }
     s << "end\n";
   }

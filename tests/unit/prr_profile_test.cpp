@@ -79,7 +79,7 @@ TEST(prr_profile, a_file_keeps_its_profiles_and_finds_one_by_its_key) {
   sa::prr_profile a = two_rows(), b = two_rows();
   b.key.granularity = sa::select_granularity::per_group;
   b.key.budget_ratio = 0.0625f;
-  b.rows[1].speculate_us[2] = 123.456789;
+  b.rows[1].speculate_us[2] = 123.456;
   sa::write_prr_profiles(path, {a, b});
   const std::vector<sa::prr_profile> back = sa::read_prr_profiles(path);
   ASSERT_EQ(back.size(), 2u);
@@ -96,7 +96,7 @@ TEST(prr_profile, a_file_keeps_its_profiles_and_finds_one_by_its_key) {
       EXPECT_EQ(back[i].rows[r].speculate_us, want.rows[r].speculate_us);
     }
   }
-  EXPECT_EQ(sa::load_prr_profile(path, b.key).rows[1].speculate_us[2], 123.456789);
+  EXPECT_EQ(sa::load_prr_profile(path, b.key).rows[1].speculate_us[2], 123.456);
   // Another device: no profile, and the message lists what the file holds.
   sa::prr_profile_key other = a.key;
   other.device = "NVIDIA Other";
