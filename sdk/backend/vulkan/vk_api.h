@@ -64,6 +64,11 @@ namespace sa::vk {
   X(vkCmdPushConstants)                \
   X(vkCmdDispatch)                     \
   X(vkCmdPipelineBarrier)              \
+  X(vkCreateQueryPool)                 \
+  X(vkDestroyQueryPool)                \
+  X(vkCmdResetQueryPool)               \
+  X(vkCmdWriteTimestamp)               \
+  X(vkGetQueryPoolResults)             \
   X(vkCmdCopyBuffer)                   \
   X(vkCmdFillBuffer)                   \
   X(vkCmdUpdateBuffer)                 \

@@ -51,6 +51,7 @@ class context {
   VkDevice device() const { return device_; }
   int32_t index() const { return index_; }
   const VkPhysicalDeviceProperties& properties() const { return props_; }
+  VkPhysicalDevice physical() const { return physical_; }
   uint32_t queue_family() const { return queue_family_; }
   // Whether shaders may use 64-bit floats (sampling's probabilities are doubles, as on the CPU).
   bool has_float64() const { return has_float64_; }

@@ -38,6 +38,12 @@ vulkan_backend::vulkan_backend(int32_t device) : ctx_(context::get(device)) {
   // the same dispatches, so their results must be identical).
   const char* r = std::getenv("SA_VULKAN_RECORDING");
   recordings_ = !(r && std::strcmp(r, "0") == 0);
+  // SA_VULKAN_PROFILE=1 times every dispatch (vk_profile.h); steps then run eagerly.
+  const char* prof = std::getenv("SA_VULKAN_PROFILE");
+  if (prof && std::strcmp(prof, "1") == 0) {
+    profile_ = dispatch_profile::open(ctx_);
+    if (profile_) recordings_ = false;
+  }
 }
 
 vulkan_backend::~vulkan_backend() {
@@ -159,7 +165,9 @@ void vulkan_backend::dispatch_raw(shader s, const void* pc, size_t bytes, uint32
   barrier(cb);
   vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vk.vkCmdPushConstants(cb, ctx_->layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(bytes), pc);
+  if (profile_) profile_->before(cb, k_shaders[static_cast<size_t>(s)].name);
   vk.vkCmdDispatch(cb, gx, gy, gz);
+  if (profile_) profile_->after(cb);
 }
 
 void vulkan_backend::submit(VkCommandBuffer cb, bool recycle) {
@@ -215,6 +223,7 @@ void vulkan_backend::wait_all() {
     }
   }
   check(failed, "the step (vkWaitForFences)");
+  if (profile_) profile_->collect();
   const std::string errors = context::take_validation_errors();
   if (!errors.empty()) fail(SA_ERR_BACKEND, "Vulkan validation: %s", errors.c_str());
 }

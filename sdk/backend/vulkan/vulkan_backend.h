@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/vulkan/vk_context.h"
+#include "backend/vulkan/vk_profile.h"
 
 namespace sa::vk {
 
@@ -248,6 +249,7 @@ class vulkan_backend final : public backend {
   VkCommandBuffer capture_ = VK_NULL_HANDLE;  // the step being recorded, or null
   step_counts counts_;
   bool recordings_ = true;
+  std::unique_ptr<dispatch_profile> profile_;  // SA_VULKAN_PROFILE=1, else null
 };
 
 }  // namespace sa::vk

@@ -1,0 +1,53 @@
+// GPU time per shader, from timestamps written around every dispatch (SA_VULKAN_PROFILE=1, a
+// diagnostic: steps then run eagerly, not replayed). For each shader: its dispatches and their
+// time on the GPU; for the whole run: the time inside dispatches and the time between one
+// dispatch's end and the next one's start within a submission batch (the barriers' drains and
+// the launches), which no shader's own figures show. The report goes to stderr when the backend
+// is destroyed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/vk_api.h"
+
+namespace sa::vk {
+
+class context;
+
+class dispatch_profile {
+ public:
+  // A profile on ctx's queue; nullptr (and a line on stderr) when its queue family keeps no
+  // timestamps.
+  static std::unique_ptr<dispatch_profile> open(const std::shared_ptr<context>& ctx);
+  explicit dispatch_profile(const std::shared_ptr<context>& ctx);
+  ~dispatch_profile();
+  dispatch_profile(const dispatch_profile&) = delete;
+  dispatch_profile& operator=(const dispatch_profile&) = delete;
+
+  // Around a dispatch of shader `name` recorded into cb (after its barrier).
+  void before(VkCommandBuffer cb, const char* name);
+  void after(VkCommandBuffer cb);
+  // Once every submission that wrote timestamps has completed: reads them and starts over.
+  void collect();
+
+ private:
+  struct shader_time {
+    std::string name;
+    uint64_t dispatches = 0;
+    double ns = 0;
+  };
+  std::shared_ptr<context> ctx_;
+  VkQueryPool pool_ = VK_NULL_HANDLE;
+  double period_ns_ = 1;
+  uint64_t mask_ = ~uint64_t{0};
+  uint32_t next_ = 0;                  // queries written since the last collect
+  std::vector<size_t> of_;             // the shader of each pair
+  std::vector<shader_time> shaders_;
+  double busy_ns_ = 0, between_ns_ = 0;
+  uint64_t dropped_ = 0, batches_ = 0;
+};
+
+}  // namespace sa::vk
