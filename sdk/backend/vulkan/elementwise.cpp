@@ -64,7 +64,10 @@ void vulkan_backend::rmsnorm(const tensor& x, const tensor& w, float eps, const 
     uint64_t x, w, y;
     uint32_t rows, cols;
     float eps;
-  } pc{addr(x), addr(w), addr(y), static_cast<uint32_t>(x.rows()), static_cast<uint32_t>(x.ne[0]), eps};
+    uint32_t wide;
+  } pc{addr(x), addr(w), addr(y), static_cast<uint32_t>(x.rows()), static_cast<uint32_t>(x.ne[0]), eps, 0};
+  // 16-byte loads when every row starts on a 16-byte boundary.
+  pc.wide = x.ne[0] % 4 == 0 && pc.x % 16 == 0 && pc.w % 16 == 0 && pc.y % 16 == 0 ? 1u : 0u;
   dispatch(shader::rmsnorm, pc, groups_for(x.rows(), 1, max_groups()));
 }
 
