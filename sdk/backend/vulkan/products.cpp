@@ -16,6 +16,7 @@
 namespace sa::vk {
 
 namespace {
+constexpr int64_t k_gemv_block = 4;  // shaders/gemv.comp's RW: the weight rows a workgroup owns
 
 // shaders/gemv.comp and gemm.comp (120 bytes).
 struct products_pc {
@@ -137,12 +138,13 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
     for (size_t j = 0; j < w.size(); ++j) wide = wide && pc.w[j] % 16 == 0;
     if (wide) pc.mode |= 4u;
     const int variant = n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
-    // Blocks of 4 weight rows (swiglu: 2 outputs); the shader loops over those past the grid.
+    // Blocks of k_gemv_block weight rows (swiglu: half as many outputs); the shader loops over
+    // those past the grid.
     int64_t blocks = 0;
     if (m == mode::swiglu) {
-      blocks = (w[0].rows() + 1) / 2;
+      blocks = (w[0].rows() + k_gemv_block / 2 - 1) / (k_gemv_block / 2);
     } else {
-      for (const tensor& wj : w) blocks += (wj.rows() + 3) / 4;
+      for (const tensor& wj : w) blocks += (wj.rows() + k_gemv_block - 1) / k_gemv_block;
     }
     be.dispatch(k_gemv[t][variant], pc, static_cast<uint32_t>(std::min<int64_t>(blocks, be.max_groups())));
     return;
