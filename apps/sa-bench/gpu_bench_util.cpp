@@ -130,6 +130,18 @@ cache_copies make_cache_copies(sa::backend& be, int32_t n_kv_heads, int32_t head
   return c;
 }
 
+layer_row make_layer_row(sa::backend& be, int32_t n_heads, int32_t head_dim, int64_t n_pages) {
+  layer_row r;
+  const std::vector<uint8_t> qh = random_matrix(sa::dtype::f32, head_dim, n_heads, 1.0f, 5);
+  r.q = sa::new_f32_tensor(be, r.owned, head_dim, n_heads);
+  be.upload(*r.q.buf, 0, qh.data(), qh.size());
+  r.out = sa::new_f32_tensor(be, r.owned, head_dim, n_heads);
+  r.lse = sa::new_f32_tensor(be, r.owned, n_heads, 1);
+  r.scores = sa::new_f32_tensor(be, r.owned, n_pages, n_heads);
+  r.pages = sa::new_tensor(be, r.owned, sa::dtype::i32, n_pages, n_heads);
+  return r;
+}
+
 double weight_bytes_per_token(const sa::model& m) {
   double total = 0;
   const sa::model_weights& w = m.weights();

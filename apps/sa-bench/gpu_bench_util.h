@@ -68,6 +68,15 @@ struct cache_copies {
 };
 cache_copies make_cache_copies(sa::backend& be, int32_t n_kv_heads, int32_t head_dim, int32_t page_size, int64_t keys);
 
+// One decode row of a layer and what its selection and attention write: q f32 [n_heads]
+// [head_dim] (random), out [n_heads][head_dim], lse [n_heads], page scores f32 [n_heads]
+// [n_pages] and page ids i32 [n_heads][n_pages].
+struct layer_row {
+  std::vector<sa::buffer_ptr> owned;
+  sa::tensor q, out, lse, scores, pages;
+};
+layer_row make_layer_row(sa::backend& be, int32_t n_heads, int32_t head_dim, int64_t n_pages);
+
 // Bytes one decode token must read: every matrix but the input embedding (a row of it), the
 // embedding when it is also the output, and the norms.
 double weight_bytes_per_token(const sa::model& m);

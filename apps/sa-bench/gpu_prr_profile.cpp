@@ -25,7 +25,6 @@
 #include "policy/prr.h"
 #include "policy/prr_profile.h"
 #include "policy/quest.h"
-#include "random_model.h"
 #include "store/model_fingerprint.h"
 
 namespace {
@@ -92,13 +91,8 @@ void gpu_prr_profile(const gpu_bench_options& o, json_out& js) {
     const cache_copies cache = make_cache_copies(be, n_kv, hd, page, L);
     const int64_t n_pages = cache.n_pages;
     const int calls = std::max(cache.count(), 20);
-    std::vector<sa::buffer_ptr> owned;
-    const std::vector<uint8_t> qh = random_matrix(sa::dtype::f32, hd, n_heads, 1.0f, 5);
-    sa::tensor q = sa::new_f32_tensor(be, owned, hd, n_heads);
-    be.upload(*q.buf, 0, qh.data(), qh.size());
-    sa::tensor out = sa::new_f32_tensor(be, owned, hd, n_heads), lse = sa::new_f32_tensor(be, owned, n_heads, 1);
-    sa::tensor scores = sa::new_f32_tensor(be, owned, n_pages, n_heads);
-    sa::tensor pages = sa::new_tensor(be, owned, sa::dtype::i32, n_pages, n_heads);
+    const layer_row row_t = make_layer_row(be, n_heads, hd, n_pages);
+    const sa::tensor &q = row_t.q, &out = row_t.out, &lse = row_t.lse, &scores = row_t.scores, &pages = row_t.pages;
     for (sa::prr_profile& p : made) {
       c.granularity = p.key.granularity;
       const bool group = c.granularity == sa::select_granularity::per_group;

@@ -33,7 +33,6 @@
 #include "memory/memory_state.h"
 #include "model/model.h"
 #include "policy/quest.h"
-#include "random_model.h"
 #include "session/session.h"
 #ifdef SA_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -182,13 +181,8 @@ void sparse_layer(const gpu_bench_options& o, double bw, json_out& js) {
     const int64_t n_pages = cache.n_pages;
     const double sum_bytes = cache.sum_bytes;
     const int n_buf = cache.count();
-    std::vector<sa::buffer_ptr> owned;
-    const std::vector<uint8_t> qh = random_matrix(sa::dtype::f32, hd, n_heads, 1.0f, 5);
-    sa::tensor q = sa::new_f32_tensor(be, owned, hd, n_heads);
-    be.upload(*q.buf, 0, qh.data(), qh.size());
-    sa::tensor out = sa::new_f32_tensor(be, owned, hd, n_heads), lse = sa::new_f32_tensor(be, owned, n_heads, 1);
-    sa::tensor scores = sa::new_f32_tensor(be, owned, n_pages, n_heads);
-    sa::tensor pages = sa::new_tensor(be, owned, sa::dtype::i32, n_pages, n_heads);
+    const layer_row row_t = make_layer_row(be, n_heads, hd, n_pages);
+    const sa::tensor &q = row_t.q, &out = row_t.out, &lse = row_t.lse, &scores = row_t.scores, &pages = row_t.pages;
     const int calls = std::max(n_buf, 20);
     for (float ratio : {1.0f / 16, 1.0f / 8}) {
       sa::sparse_config c;
