@@ -14,7 +14,8 @@
 // Rows per workgroup (RW, with the host's k_gemv_block; H200, NVIDIA's driver, one call,
 // decode at depth 0 on the 8B shape): 2 rows 146.7, 4 rows 149.5, 8 rows 119.8 tokens/s; 2 rows
 // in workgroups of 256, 145.6; workgroups of one subgroup (32, 2 or 4 rows) 128.6, of 64 with 2
-// rows 143.7, against 150.4 for these in the same call.
+// rows 143.7, against 150.4 for these in the same call. Weights and x through restrict readonly
+// buffer references: 150.2 -> 150.1 at depth 0, 122.8 -> 123.4 at 8K (one call): no change.
 // Measured and not kept (H200, NVIDIA's driver, one call beside this shader): rows by subgroup,
 // CUDA's layout (each subgroup a row, its invocations striding over the row with U chunks each
 // in flight, no reduction across subgroups) — F16 q/o 40.9 -> 23.4 % of the bandwidth, gate/up
