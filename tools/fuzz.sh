@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of one target of tests/fuzz/ with libFuzzer (clang), under ASan+UBSan.
-#   tools/fuzz.sh TARGET SECONDS   fuzz TARGET (gguf_fuzz, tokenizer_fuzz, store_fuzz) for SECONDS
+#   tools/fuzz.sh TARGET SECONDS   fuzz TARGET (gguf_fuzz, tokenizer_fuzz, store_fuzz,
+#                                  prr_profile_fuzz) for SECONDS
 #                                  on a copy of tests/fuzz/corpus/TARGET in build-fuzz/work/TARGET
 #                                  (new inputs stay there; the committed corpus is not touched);
 #                                  crashes go to build-fuzz/artifacts/TARGET/
@@ -12,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build-fuzz
-targets="gguf_fuzz tokenizer_fuzz store_fuzz"
+targets="gguf_fuzz tokenizer_fuzz store_fuzz prr_profile_fuzz"
 usage() { echo "usage: $0 TARGET SECONDS | --seeds   (TARGET: $targets)" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 

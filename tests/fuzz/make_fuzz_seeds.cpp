@@ -7,6 +7,7 @@
 //   store_fuzz      stores of short sessions on the shipped model, one per memory kind: dense,
 //                   streaming, cascade, dense with Quest (session id "fuzz", as the target
 //                   resumes)
+//   prr_profile_fuzz PRR profiles for its session on this machine's CPU, beside others, cut short
 // Built with the tests, never run by CI; tools/fuzz.sh --seed minimises the output into
 // tests/fuzz/corpus/.
 #include <algorithm>
@@ -14,13 +15,18 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <sqlite3.h>
 
+#include "backend/backend.h"
+#include "model/model.h"
+#include "policy/prr_profile.h"
 #include "sa/sa.h"
+#include "store/model_fingerprint.h"
 #include "tiny_model.h"
 
 namespace fs = std::filesystem;
@@ -172,6 +178,34 @@ void store_seeds(const fs::path& dir, const fs::path& work) {
 
 }  // namespace
 
+// PRR profiles for prr_profile_fuzz's session (the shipped model on this machine's CPU, per
+// head, a budget of 64 tokens, an f32 cache): one alone, one beside a per-group profile and one
+// of another device; then the first cut short.
+void prr_profile_seeds(const fs::path& dir) {
+  const auto m = sa::model::load(SA_MODELS_DIR "/sa-default-q8_0.gguf", false);
+  sa::sparse_config c;
+  c.budget_tokens = 64;
+  sa::prr_profile p;
+  p.key = sa::prr_key(sa::store::model_fingerprint(*m), "cpu", sa::list_devices(sa::backend_kind::cpu).at(0).name, c,
+                      sa::dtype::f32);
+  p.n_heads = m->hp().n_heads;
+  p.n_kv_heads = m->hp().n_kv_heads;
+  p.head_dim = m->hp().head_dim;
+  p.ratios = {0.25f, 0.5f, 1.0f, 2.0f};
+  p.rows = {{256, 10.0, {4.0, 7.5, 12.0, 20.0}}, {1024, 14.0, {5.0, 9.0, 13.5, 30.0}}};
+  sa::prr_profile g = p;
+  g.key.granularity = sa::select_granularity::per_group;
+  sa::prr_profile other = p;
+  other.key.backend = "cuda";
+  other.key.device = "NVIDIA H200";
+  sa::write_prr_profiles((dir / "cpu.txt").string(), {p});
+  sa::write_prr_profiles((dir / "cpu-and-group.txt").string(), {g, p});
+  sa::write_prr_profiles((dir / "other-device.txt").string(), {other});
+  std::ifstream f(dir / "cpu.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  write_file(dir / "cut.txt", text.data(), text.size() / 2);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
@@ -179,11 +213,12 @@ int main(int argc, char** argv) {
   }
   try {
     const fs::path out = argv[1];
-    for (const char* t : {"gguf_fuzz", "tokenizer_fuzz", "store_fuzz", "work"})
+    for (const char* t : {"gguf_fuzz", "tokenizer_fuzz", "store_fuzz", "prr_profile_fuzz", "work"})
       fs::create_directories(out / t);
     gguf_seeds(out / "gguf_fuzz");
     tokenizer_seeds(out / "tokenizer_fuzz");
     store_seeds(out / "store_fuzz", out / "work");
+    prr_profile_seeds(out / "prr_profile_fuzz");
     fs::remove_all(out / "work");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_fuzz_seeds: %s\n", e.what());
