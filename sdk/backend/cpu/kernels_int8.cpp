@@ -482,7 +482,9 @@ SA_VNNI void dot_q32_core(const SIDE& side, int64_t r0, const uint8_t* w, size_t
 // Rows [0, rows) of w against NX inputs through dot_q32_core: in pairs when several inputs share
 // them (a prefill), so each input block is loaded once for two rows; one input (decode) streams
 // its rows one after the other (in pairs the weights came from memory at half the rate: 1B Q8_0
-// decode, one thread, 14.7 -> 6.8 tokens/s). out[i * 4 + r] = row r . x[i].
+// decode, one thread, 14.7 -> 6.8 tokens/s). out[i * 4 + r] = row r . x[i]. (Four rows at once
+// for a prefill, 16 accumulators, left the shipped model's one-thread avx512-vnni prefill where it
+// was: 2,994 -> 2,991 tokens/s, two runs each; not kept.)
 template <class L, int NX, bool U, class SIDE>
 SA_VNNI void rows_q32(const SIDE& side, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nb,
                       const float* table, float* out) {
