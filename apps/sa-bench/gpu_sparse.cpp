@@ -67,13 +67,8 @@ std::string prr_layer(sa::backend& be, const sa::sparse_config& c, const sa::pag
   const int64_t n_pages = pl.n_pages, bound = pl.n_selected;
   const int n_buf = static_cast<int>(ks.size());
   std::vector<sa::buffer_ptr> owned;
-  auto ints = [&](const std::vector<int32_t>& h, int64_t cols, int64_t n_rows) {
-    sa::tensor t = sa::new_tensor(be, owned, sa::dtype::i32, cols, n_rows);
-    be.upload(*t.buf, t.offset, h.data(), h.size() * sizeof(int32_t));
-    return t;
-  };
   // P's plan (r = 1: as many pages as Quest's, every page observed).
-  const sa::tensor plan_p = ints({L, static_cast<int32_t>(n_pages), static_cast<int32_t>(pl.n_selected),
+  const sa::tensor plan_p = upload_ints(be, owned, {L, static_cast<int32_t>(n_pages), static_cast<int32_t>(pl.n_selected),
                                   static_cast<int32_t>(pl.take), static_cast<int32_t>(n_pages)}, 5, 1);
   sa::tensor p_next = sa::new_tensor(be, owned, sa::dtype::i32, bound, rankers);
   sa::tensor missed = sa::new_tensor(be, owned, sa::dtype::i32, bound, rankers);
@@ -110,7 +105,7 @@ std::string prr_layer(sa::backend& be, const sa::sparse_config& c, const sa::pag
       std::sort(p.begin(), p.end());
       std::copy(p.begin(), p.end(), p_h.begin() + r * bound);
     }
-    const sa::tensor p_tab = ints(p_h, bound, rankers);
+    const sa::tensor p_tab = upload_ints(be, owned, p_h, bound, rankers);
     auto kv_of = [&](int i) {
       const size_t b = static_cast<size_t>(i % n_buf);
       return sa::kv_view{&ks[b], &vs[b], L, 0, nullptr};
@@ -338,7 +333,7 @@ void sparse_decode(const gpu_bench_options& o, json_out& js) {
     if (!o.prr_profile.empty()) {  // r by context length from a profile (sa-bench gpu prr-profile)
       sa::session_config pp = q;
       pp.sparse.prr = sa::speculation::superset;
-      pp.sparse.prr_profile_path = o.prr_profile;
+      pp.prr_profile = o.prr_profile;
       methods.push_back({"Quest 1/16 + PRR superset, profiled r", pp, "prr-profile"});
       pp.sparse.granularity = sa::select_granularity::per_group;
       methods.push_back({"Quest 1/16 per group + PRR, profiled r", pp, "prr-group-profile"});

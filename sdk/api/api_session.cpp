@@ -58,9 +58,7 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
     default: sa::fail(SA_ERR_INVALID_ARG, "correction %d is not an SA_CORRECTION_* value", p.correction);
   }
   switch (p.speculation) {
-    case SA_SPECULATION_NONE:
-      if (p.prr_profile) sa::fail(SA_ERR_INVALID_ARG, "prr_profile is set but speculation is not SA_SPECULATION_PRR");
-      break;
+    case SA_SPECULATION_NONE: break;
     case SA_SPECULATION_PRR:
       if (c.method != sa::sparse_method::quest)
         sa::fail(c.method == sa::sparse_method::none ? SA_ERR_INVALID_ARG : SA_ERR_UNSUPPORTED,
@@ -69,10 +67,6 @@ sa::sparse_config to_sparse(const sa_session_params& p) {
         sa::fail(SA_ERR_INVALID_ARG, "prr_mode %d is not an SA_PRR_* value", p.prr_mode);
       c.prr = p.prr_mode == SA_PRR_STRICT ? sa::speculation::strict : sa::speculation::superset;
       c.prr_ratio = p.prr_ratio;
-      if (p.prr_profile) {
-        if (!*p.prr_profile) sa::fail(SA_ERR_INVALID_ARG, "prr_profile is an empty path (NULL: no profile)");
-        c.prr_profile_path = p.prr_profile;
-      }
       break;
     default: sa::fail(SA_ERR_INVALID_ARG, "speculation %d is not an SA_SPECULATION_* value", p.speculation);
   }
@@ -110,6 +104,7 @@ sa::session_config to_config(const sa_session_params& p) {
   c.beta = p.cascade_beta;
   c.homogeneous = p.cascade_homogeneous != 0;
   c.sparse = to_sparse(p);
+  if (p.prr_profile) c.prr_profile = p.prr_profile;  // read by the session (it needs the device)
   c.n_threads = p.n_threads;
   c.n_ctx = p.n_ctx;
   c.n_batch = p.n_batch;

@@ -84,10 +84,7 @@ sa_status sa_session_resume(sa_model* model, const sa_session_params* params,
     s->model = model->impl;
     s->impl = sa::store::session_saver::resume(model->impl, p.store_path, p.session_id,
                                                where.backend, where.device, p.n_threads, s->saver);
-    if (p.prr_profile) {
-      if (!*p.prr_profile) sa::fail(SA_ERR_INVALID_ARG, "prr_profile is an empty path (NULL: no profile)");
-      s->impl->use_prr_profile(p.prr_profile);
-    }
+    if (p.prr_profile) s->impl->use_prr_profile(p.prr_profile);
     s->autosave = p.autosave;
     registry<sa_session>::add(s.get());
     *out_session = s.release();

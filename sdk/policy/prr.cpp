@@ -66,11 +66,11 @@ std::array<int32_t, 5> p_plan(float ratio, const page_plan& plan, int64_t n_keys
 }  // namespace
 
 float prr::ratio_at(int64_t keys_bound) const {
-  return c_.prr_table ? c_.prr_table->ratio_at(keys_bound) : c_.prr_ratio;
+  return profile_ ? profile_->ratio_at(keys_bound) : c_.prr_ratio;
 }
 
 void prr::use_profile(std::shared_ptr<const prr_profile> table) {
-  c_.prr_table = std::move(table);
+  profile_ = std::move(table);
   ahead_ = {};  // the next step's r may differ: it predicts its own P
 }
 
@@ -207,6 +207,15 @@ prr_theta prr::fit(const std::vector<std::vector<float>>& rows, const std::vecto
   std::vector<float> lv, tr, forecast(static_cast<size_t>(last_pages));
   std::vector<int32_t> a_set, p_set;
   std::vector<char> in_p(static_cast<size_t>(last_pages));
+  // Each row's plan and P's size, the same for every θ: r is its attention bucket's, as the
+  // decode step with its keys would take it.
+  std::vector<page_plan> plans(T);
+  std::vector<int64_t> p_takes(T);
+  for (size_t t = 0; t < T; ++t) {
+    plans[t] = plan_pages(c_, n_keys[t]);
+    const int64_t bound = std::min(attention_bucket(n_keys[t], capacity_), pages_capacity_ * c_.page_size);
+    p_takes[t] = predicted_take(ratio_at(bound), plans[t]);
+  }
   // One replay of the rows with θ: returns the mean hit rate, leaves the state in lv, tr.
   auto replay = [&](const prr_theta& th) {
     double hit_sum = 0;
@@ -216,8 +225,7 @@ prr_theta prr::fit(const std::vector<std::vector<float>>& rows, const std::vecto
     int64_t observed = 0;
     for (size_t t = 0; t < T; ++t) {
       const int64_t np = (n_keys[t] + c_.page_size - 1) / c_.page_size;
-      const page_plan plan = plan_pages(c_, n_keys[t]);
-      const float ratio = ratio_at(std::min(attention_bucket(n_keys[t], capacity_), pages_capacity_ * c_.page_size));
+      const page_plan& plan = plans[t];
       for (int32_t r = 0; r < n_rankers_; ++r) {
         const float* s = rows[t].data() + r * np;
         float* L = lv.data() + r * last_pages;
@@ -226,7 +234,7 @@ prr_theta prr::fit(const std::vector<std::vector<float>>& rows, const std::vecto
           for (int64_t p = 0; p < np; ++p)
             forecast[static_cast<size_t>(p)] = p < observed ? L[p] + th.phi * B[p] : std::numeric_limits<float>::infinity();
           top_unforced(c_, s, np, plan.take, a_set);
-          top_unforced(c_, forecast.data(), np, predicted_take(ratio, plan), p_set);
+          top_unforced(c_, forecast.data(), np, p_takes[t], p_set);
           std::fill(in_p.begin(), in_p.begin() + np, 0);
           for (int32_t p : p_set) in_p[static_cast<size_t>(p)] = 1;
           float m = -std::numeric_limits<float>::infinity();

@@ -50,6 +50,8 @@
 
 namespace sa {
 
+struct prr_profile;  // policy/prr_profile.h
+
 // Pages P takes beyond the forced ones for ratio r and Quest's plan: ceil(r · take), at most
 // the unforced pages.
 int64_t predicted_take(float ratio, const page_plan& p);
@@ -152,6 +154,7 @@ class prr {
   sparse_config c_;
   int32_t n_rankers_;
   int64_t pages_capacity_, capacity_;
+  std::shared_ptr<const prr_profile> profile_;  // r by context length, or null: prr_ratio
   float ratio_ = 0.0f;  // the step's r
   std::vector<buffer_ptr> buffers_;
   tensor state_;      // f32 [n_layers][n_rankers][pages_capacity][2]

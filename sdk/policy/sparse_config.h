@@ -2,12 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <string>
 
 namespace sa {
-
-struct prr_profile;
 
 enum class sparse_method { none, quest, vattention, oracle };
 enum class select_granularity { per_head, per_group };  // Quest / ReSA
@@ -33,8 +29,6 @@ struct sparse_config {
   int32_t retro_window = 0;      // RetroAttention's window w (>= 2); 0 = off
   speculation prr = speculation::none;
   float prr_ratio = 1.0f;        // PRR's r: predicted pages per page Quest picks by score
-  std::string prr_profile_path;  // PRR: a profile choosing r by context length (prr_profile.h); "": prr_ratio
-  std::shared_ptr<const prr_profile> prr_table;  // that file's profile for the session (the session loads it)
   int32_t prr_calib_rows = 64;   // prefill rows a calibration replays (the chunk's last)
   bool prr_ahead = true;         // PRR: a step's repairs predict the next step's P (tests turn it off)
   uint64_t seed = 0;             // vAttention's sampling stream (the session's seed)

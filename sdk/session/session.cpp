@@ -87,12 +87,13 @@ session::session(std::shared_ptr<const model> m, const session_config& c)
     sparse_ = std::make_unique<sparse_attention>(*backend_, step_, model_->hp(), config_.sparse,
                                                  dense.capacity(), dense.kv_type());
   }
-  if (!config_.sparse.prr_profile_path.empty()) use_prr_profile(config_.sparse.prr_profile_path);
+  if (config_.prr_profile) use_prr_profile(*config_.prr_profile);
 }
 
 void session::use_prr_profile(const std::string& path) {
+  if (path.empty()) fail(SA_ERR_INVALID_ARG, "prr_profile is an empty path (NULL: no profile)");
   prr* p = sparse_ ? sparse_->mutable_prr() : nullptr;
-  if (!p) fail(SA_ERR_INVALID_ARG, "a PRR profile (%s) needs speculation PRR", path.c_str());
+  if (!p) fail(SA_ERR_INVALID_ARG, "prr_profile (%s) needs speculation SA_SPECULATION_PRR", path.c_str());
   std::string why;
   const std::vector<device_info> devices = list_devices(config_.backend, &why);
   if (config_.device < 0 || static_cast<size_t>(config_.device) >= devices.size())
@@ -101,9 +102,8 @@ void session::use_prr_profile(const std::string& path) {
                                       devices[static_cast<size_t>(config_.device)].name, config_.sparse,
                                       *config_.kv_type);
   auto table = std::make_shared<const prr_profile>(load_prr_profile(path, key));
-  p->use_profile(table);
-  config_.sparse.prr_profile_path = path;
-  config_.sparse.prr_table = std::move(table);
+  p->use_profile(std::move(table));
+  config_.prr_profile = path;
 }
 
 forward_env session::env() {

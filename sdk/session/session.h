@@ -56,6 +56,7 @@ struct session_config {
   bool homogeneous = false;
   // dense (full) memory: query-aware sparsity of decode steps
   sparse_config sparse;
+  std::optional<std::string> prr_profile;  // PRR's r from this profile file (policy/prr_profile.h)
   sampler_config sampling;
 };
 
@@ -85,8 +86,8 @@ class session {
   int32_t sample();
   void reset();
   // PRR's r from now on chosen by the profile file at path (policy/prr_profile.h): its profile
-  // for this model, device and selection settings. Throws SA_ERR_INVALID_ARG without PRR or
-  // without such a profile in the file, SA_ERR_IO / SA_ERR_FORMAT for an unreadable or malformed
+  // for this model, device and selection settings. Throws SA_ERR_INVALID_ARG for an empty path,
+  // without PRR or without such a profile in the file, SA_ERR_IO / SA_ERR_FORMAT for an unreadable or malformed
   // file.
   void use_prr_profile(const std::string& path);
 

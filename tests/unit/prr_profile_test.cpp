@@ -221,7 +221,7 @@ TEST(prr_profile_session, each_bucket_takes_the_profiles_r) {
     sa::session_config fixed = c;
     fixed.sparse.prr_ratio = 0.5f;
     sa::session half(m, fixed);
-    c.sparse.prr_profile_path = path;
+    c.prr_profile = path;
     sa::session profiled(m, c);
     half.prefill(prompt, nullptr);
     profiled.prefill(prompt, nullptr);
@@ -242,7 +242,7 @@ TEST(prr_profile_session, each_bucket_takes_the_profiles_r) {
   }
   // The settings are part of the key: another budget finds no profile.
   sa::session_config c = prr_config();
-  c.sparse.prr_profile_path = path;
+  c.prr_profile = path;
   c.sparse.budget_tokens = 64;
   const auto [status, message] = thrown([&] { sa::session s(m, c); });
   EXPECT_EQ(status, SA_ERR_INVALID_ARG);
