@@ -130,6 +130,13 @@ cache_copies make_cache_copies(sa::backend& be, int32_t n_kv_heads, int32_t head
   return c;
 }
 
+sa::tensor upload_ints(sa::backend& be, std::vector<sa::buffer_ptr>& owned, const std::vector<int32_t>& h, int64_t cols,
+                       int64_t rows) {
+  sa::tensor t = sa::new_tensor(be, owned, sa::dtype::i32, cols, rows);
+  be.upload(*t.buf, t.offset, h.data(), h.size() * sizeof(int32_t));
+  return t;
+}
+
 layer_row make_layer_row(sa::backend& be, int32_t n_heads, int32_t head_dim, int64_t n_pages) {
   layer_row r;
   const std::vector<uint8_t> qh = random_matrix(sa::dtype::f32, head_dim, n_heads, 1.0f, 5);

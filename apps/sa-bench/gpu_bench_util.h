@@ -68,6 +68,10 @@ struct cache_copies {
 };
 cache_copies make_cache_copies(sa::backend& be, int32_t n_kv_heads, int32_t head_dim, int32_t page_size, int64_t keys);
 
+// An i32 table [rows][cols] on the backend holding h (kept alive by owned).
+sa::tensor upload_ints(sa::backend& be, std::vector<sa::buffer_ptr>& owned, const std::vector<int32_t>& h, int64_t cols,
+                       int64_t rows);
+
 // One decode row of a layer and what its selection and attention write: q f32 [n_heads]
 // [head_dim] (random), out [n_heads][head_dim], lse [n_heads], page scores f32 [n_heads]
 // [n_pages] and page ids i32 [n_heads][n_pages].

@@ -34,14 +34,6 @@ using namespace gpu_util;
 // The r grid: below 1 the prediction covers part of the selection (the repair attends the rest).
 constexpr float k_ratios[] = {0.125f, 0.25f, 0.5f, 0.75f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f};
 
-// i32 table [rows][cols] on the backend.
-sa::tensor int_table(sa::backend& be, std::vector<sa::buffer_ptr>& owned, const std::vector<int32_t>& h, int64_t cols,
-                     int64_t rows) {
-  sa::tensor t = sa::new_tensor(be, owned, sa::dtype::i32, cols, rows);
-  be.upload(*t.buf, t.offset, h.data(), h.size() * sizeof(int32_t));
-  return t;
-}
-
 }  // namespace
 
 void gpu_prr_profile(const gpu_bench_options& o, json_out& js) {
@@ -128,8 +120,8 @@ void gpu_prr_profile(const gpu_bench_options& o, json_out& js) {
           std::copy(set.begin(), set.end(), table.begin() + k * n_p);
         }
         std::vector<sa::buffer_ptr> held;
-        const sa::tensor p_tab = int_table(be, held, table, n_p, rankers);
-        const sa::tensor plan_p = int_table(be, held, {L, static_cast<int32_t>(n_pages), static_cast<int32_t>(n_p),
+        const sa::tensor p_tab = upload_ints(be, held, table, n_p, rankers);
+        const sa::tensor plan_p = upload_ints(be, held, {L, static_cast<int32_t>(n_pages), static_cast<int32_t>(n_p),
                                                        static_cast<int32_t>(take), static_cast<int32_t>(n_pages)}, 5, 1);
         row.speculate_us.push_back(1e6 * time_recorded(be, next_key(), calls, [&](int i) {
           be.attention_pages(q, cache.kv(i, L), n_heads, n_kv, hd, page, group, p_tab, n_p, plan_p, scale, out, lse);

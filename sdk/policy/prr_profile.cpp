@@ -18,6 +18,13 @@ namespace {
 constexpr const char* k_magic = "sa-prr-profile";
 constexpr int k_version = 1;
 
+// A model's fingerprint as the file writes it: 16 lower-case hex digits.
+std::string hex16(uint64_t v) {
+  char fp[17];
+  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(v));
+  return fp;
+}
+
 const char* granularity_word(select_granularity g) { return g == select_granularity::per_group ? "group" : "head"; }
 
 // Streams in the C locale, whatever locale the host program set.
@@ -277,9 +284,7 @@ void write_prr_profiles(const std::string& path, const std::vector<prr_profile>&
     << "# PRR's speculation budget: microseconds per sparse layer of the selection and of the attention\n"
     << "# over the predicted pages for each ratio r, by context length (sa-bench gpu prr-profile)\n";
   for (const prr_profile& p : profiles) {
-    char fp[17];
-    std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(p.key.model));
-    s << "profile\nmodel " << fp << " heads " << p.n_heads << " kv_heads " << p.n_kv_heads << " head_dim "
+    s << "profile\nmodel " << hex16(p.key.model) << " heads " << p.n_heads << " kv_heads " << p.n_kv_heads << " head_dim "
       << p.head_dim << "\ndevice " << p.key.backend << ' ' << p.key.device << '\n'
       << p.key.settings() << "\nratios";
     for (float r : p.ratios) s << ' ' << r;
@@ -313,15 +318,12 @@ void write_prr_profiles(const std::string& path, const std::vector<prr_profile>&
 prr_profile load_prr_profile(const std::string& path, const prr_profile_key& key) {
   const std::vector<prr_profile> all = read_prr_profiles(path);
   std::string held;
-  char fp[17];
   for (const prr_profile& p : all) {
     if (p.key == key) return p;
-    std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(p.key.model));
-    held += std::string("\n  model ") + fp + " on " + p.key.backend + " " + p.key.device + ": " + p.key.settings();
+    held += "\n  model " + hex16(p.key.model) + " on " + p.key.backend + " " + p.key.device + ": " + p.key.settings();
   }
-  std::snprintf(fp, sizeof fp, "%016llx", static_cast<unsigned long long>(key.model));
   fail(SA_ERR_INVALID_ARG, "PRR profile %s has no profile for model %s on %s %s with %s; it holds:%s", path.c_str(),
-       fp, key.backend.c_str(), key.device.c_str(), key.settings().c_str(), held.empty() ? " none" : held.c_str());
+       hex16(key.model).c_str(), key.backend.c_str(), key.device.c_str(), key.settings().c_str(), held.empty() ? " none" : held.c_str());
 }
 
 }  // namespace sa

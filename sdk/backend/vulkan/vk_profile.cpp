@@ -39,7 +39,9 @@ dispatch_profile::dispatch_profile(const std::shared_ptr<context>& ctx) : ctx_(c
 }
 
 dispatch_profile::~dispatch_profile() {
-  std::vector<shader_time> by = shaders_;
+  std::vector<shader_time> by;
+  for (const shader_time& s : shaders_)
+    if (s.dispatches > 0) by.push_back(s);
   std::sort(by.begin(), by.end(), [](const shader_time& a, const shader_time& b) { return a.ns > b.ns; });
   std::fprintf(stderr,
                "SA_VULKAN_PROFILE (%s): %.3f ms in dispatches, %.3f ms between them (barriers, launches), "
@@ -54,16 +56,15 @@ dispatch_profile::~dispatch_profile() {
   vk.vkDestroyQueryPool(ctx_->device(), pool_, nullptr);
 }
 
-void dispatch_profile::before(VkCommandBuffer cb, const char* name) {
+void dispatch_profile::before(VkCommandBuffer cb, size_t id, const char* name) {
   if (next_ >= 2 * k_pairs) {
     ++dropped_;
     return;
   }
   if (next_ == 0) vk.vkCmdResetQueryPool(cb, pool_, 0, 2 * k_pairs);
-  size_t i = 0;
-  while (i < shaders_.size() && shaders_[i].name != name) ++i;
-  if (i == shaders_.size()) shaders_.push_back({name, 0, 0});
-  of_.push_back(i);
+  if (id >= shaders_.size()) shaders_.resize(id + 1);
+  if (shaders_[id].name.empty()) shaders_[id].name = name;
+  of_.push_back(id);
   vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool_, next_++);
 }
 

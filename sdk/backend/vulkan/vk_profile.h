@@ -27,8 +27,8 @@ class dispatch_profile {
   dispatch_profile(const dispatch_profile&) = delete;
   dispatch_profile& operator=(const dispatch_profile&) = delete;
 
-  // Around a dispatch of shader `name` recorded into cb (after its barrier).
-  void before(VkCommandBuffer cb, const char* name);
+  // Around a dispatch of shader number `id`, named `name`, recorded into cb (after its barrier).
+  void before(VkCommandBuffer cb, size_t id, const char* name);
   void after(VkCommandBuffer cb);
   // Once every submission that wrote timestamps has completed: reads them and starts over.
   void collect();
@@ -45,7 +45,7 @@ class dispatch_profile {
   uint64_t mask_ = ~uint64_t{0};
   uint32_t next_ = 0;                  // queries written since the last collect
   std::vector<size_t> of_;             // the shader of each pair
-  std::vector<shader_time> shaders_;
+  std::vector<shader_time> shaders_;   // by shader number
   double busy_ns_ = 0, between_ns_ = 0;
   uint64_t dropped_ = 0, batches_ = 0;
 };

@@ -165,7 +165,7 @@ void vulkan_backend::dispatch_raw(shader s, const void* pc, size_t bytes, uint32
   barrier(cb);
   vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p);
   vk.vkCmdPushConstants(cb, ctx_->layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<uint32_t>(bytes), pc);
-  if (profile_) profile_->before(cb, k_shaders[static_cast<size_t>(s)].name);
+  if (profile_) profile_->before(cb, static_cast<size_t>(s), k_shaders[static_cast<size_t>(s)].name);
   vk.vkCmdDispatch(cb, gx, gy, gz);
   if (profile_) profile_->after(cb);
 }
