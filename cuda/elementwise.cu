@@ -6,6 +6,7 @@
 // fused multiply-adds) so the two backends agree to rounding.
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -18,17 +19,17 @@ namespace {
 constexpr int k_threads = 256;
 
 // y[r][c] = x[r][c] * (1 / sqrt(mean_c x[r][c]^2 + eps)) * w[c]; x, y [rows][cols], w [cols].
-// grid: rows; block: norm_threads(cols) threads. Bytes: x read once and y written once (rows
+// grid: rows; block: norm_threads(cols, vec) threads. Bytes: x read once and y written once (rows
 // up to k_norm_held * 4 * 1024 columns wide stay in registers between the sum and the scaling;
 // wider ones read x a second time from L2). A decode row is 16 KB: every thread issues its loads
 // at once, so the kernel costs one L2 round trip rather than one per column stride.
 constexpr int k_norm_held = 4;  // float4s a thread keeps
-__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t cols, float eps) {
+// vec: cols % 4 == 0 and x, w, y 16-byte aligned (the launcher checks), so every row is too.
+__global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t cols, float eps, bool vec) {
   pdl_begin();
   __shared__ double part[32];
   const int64_t row = blockIdx.x;
   const int n_threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
-  const bool vec = cols % 4 == 0;  // rows then start 16-byte aligned (the pools align to 256)
   double ss = 0;
   float4 held[k_norm_held];
   if (vec) {
@@ -79,9 +80,9 @@ __global__ void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t
   }
 }
 
-// Threads of a norm block: a float4 (or a column) each, in whole warps, 32 to 1024.
-int norm_threads(int64_t cols) {
-  const int64_t per = cols % 4 == 0 ? cols / 4 : cols;
+// Threads of a norm block: a float4 (vec) or a column each, in whole warps, 32 to 1024.
+int norm_threads(int64_t cols, bool vec) {
+  const int64_t per = vec ? cols / 4 : cols;
   return static_cast<int>(std::clamp<int64_t>(ceil_div(per, k_warp) * k_warp, k_warp, 1024));
 }
 
@@ -351,7 +352,11 @@ bool pdl_enabled() {
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t cols,
                            float eps, cudaStream_t s) {
   if (rows <= 0) return cudaSuccess;
-  launch_kernel(rmsnorm_kernel, static_cast<unsigned>(rows), norm_threads(cols), 0, s, x, w, y, cols, eps);
+  // Views may start anywhere (a weight at an odd offset): float4 loads only where all three are
+  // 16-byte aligned.
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = cols % 4 == 0 && aligned(x) && aligned(w) && aligned(y);
+  launch_kernel(rmsnorm_kernel, static_cast<unsigned>(rows), norm_threads(cols, vec), 0, s, x, w, y, cols, eps, vec);
   return cudaGetLastError();
 }
 

@@ -14,7 +14,7 @@
 // the query vectors of `rb` rows x `hb` heads of one GQA group (rb * hb <= GMAX; the group's
 // heads in chunks of hb), so it reads each K and V byte of its keys once for all of them, and
 // the keys [kb, ke) of its split: the block's key span (the longest kv_len of its rows, the
-// set's size, or the page list's keys) cut into `splits` ranges of whole tiles. The span
+// set's size, or the page list's keys) cut into `splits` even shares of whole tiles. The span
 // comes from the device lengths, the split count from launch shapes only, so a recorded step
 // replays for any lengths up to `bound`. Keys stream in tiles of 128:
 //   scores:  a run of LK lanes of a subgroup (a power of two, at most a row's eight-element
@@ -155,10 +155,12 @@ void main() {
       span = max(span, len[m]);
     }
 #endif
-    // This split's keys: whole tiles of the span.
-    const uint per = ((span + splits - 1u) / splits + TK - 1u) / TK * TK;
-    const uint kb = min(span, split * per);
-    const uint ke = min(span, kb + per);
+    // This split's keys: its share of the span's tiles, the shares differing by one tile at most
+    // (ceil(span / splits) rounded up to tiles left splits idle while others took a tile more:
+    // 8,256 keys over 64 splits ran as 33 of two tiles).
+    const uint tiles = (span + TK - 1u) / TK, q_t = tiles / splits, r_t = tiles % splits;
+    const uint kb = min(span, (split * q_t + min(split, r_t)) * TK);
+    const uint ke = min(span, ((split + 1u) * q_t + min(split + 1u, r_t)) * TK);
 
     barrier();  // the previous block is done with sh_q
     for (uint i = t; i < M * D4; i += WG) {

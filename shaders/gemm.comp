@@ -38,8 +38,9 @@ layout(push_constant) uniform params {
   uint rows[3];     // rows of weight j (= width of y_j)
   uint n;           // rows of x
   uint cols;        // width of x and of every weight
-  uint mode;        // 0 store, 1 accumulate
-  uint count;       // weights
+  uint mode;        // bits 0-1: 0 store, 1 accumulate; bits 4-5: weights
+  float eps;        // unused here (gemv.comp's norm)
+  uvec2 g;          // unused here
 };
 
 shared float xs[BK * PAD];  // [k][x row of the tile]
@@ -72,7 +73,7 @@ void main() {
   const uint rows_j = rows[j];
   const uint n0 = gl_WorkGroupID.x * TILE;  // weight rows
   const uint m0 = gl_WorkGroupID.y * TILE;  // x rows
-  if (j >= count || n0 >= rows_j) return;  // the whole workgroup
+  if (j >= ((mode >> 4) & 3u) || n0 >= rows_j) return;  // the whole workgroup
   words wj = words(w[j]);
   const uvec3 pl = uvec3(planes[3u * j], planes[3u * j + 1u], planes[3u * j + 2u]);
 
@@ -112,7 +113,7 @@ void main() {
       const uint o = n0 + tx + 16u * b;
       if (o < rows_j) {
         const uint at = r * rows_j + o;
-        yj.v[at] = mode == 1u ? yj.v[at] + acc[a][b] : acc[a][b];
+        yj.v[at] = (mode & 3u) == 1u ? yj.v[at] + acc[a][b] : acc[a][b];
       }
     }
   }

@@ -21,6 +21,21 @@ buffer_ptr backend::import_host(const void* host, size_t bytes) {
   fail(SA_ERR_INTERNAL, "%s backend: weights are copied, not imported in place", name());
 }
 
+void backend::norm_matmul(const tensor& w, const normed_input& in, const tensor& y) {
+  rmsnorm(in.x, in.weight, in.eps, in.xn);
+  matmul(w, in.xn, y);
+}
+
+void backend::norm_matmul_n(const normed_input& in, std::span<const tensor> w, std::span<const tensor> y) {
+  rmsnorm(in.x, in.weight, in.eps, in.xn);
+  matmul_n(in.xn, w, y);
+}
+
+void backend::norm_matmul_swiglu(const tensor& gate, const tensor& up, const normed_input& in, const tensor& out) {
+  rmsnorm(in.x, in.weight, in.eps, in.xn);
+  matmul_swiglu(gate, up, in.xn, out);
+}
+
 tensor new_tensor(backend& be, std::vector<buffer_ptr>& owned, dtype type, int64_t cols,
                   int64_t rows) {
   const size_t bytes = static_cast<size_t>(row_bytes(type, cols) * rows);

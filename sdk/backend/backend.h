@@ -121,6 +121,16 @@ struct key_sets {
   int64_t largest = 0;                  // the largest set (a launch shape)
 };
 
+// The input of a product normalized on the way in: the product reads rmsnorm(x, weight, eps)
+// (x [n][c] f32, weight [c] f32). A backend that fuses the norm into the product reads x and
+// leaves xn as it was; the default writes rmsnorm(x) into xn ([n][c] f32, not aliasing x)
+// first. Either way xn's contents are unspecified afterwards.
+struct normed_input {
+  tensor x, weight;
+  float eps = 0.0f;
+  tensor xn;
+};
+
 // A row copy inside a cache laid out [n_kv_heads][capacity][head_dim]: head `head`, row src to
 // row dst. Stored as i32 triples; copies run in the order listed.
 struct row_move {
@@ -235,6 +245,14 @@ class backend {
   // gate, up [n_ff][n_in] weights of one type; x [n][n_in]; out [n][n_ff].
   virtual void matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x,
                              const tensor& out) = 0;
+
+  // The same products of a normalized input (the layer's norm before attention and before
+  // the feed-forward, the output norm before the logits): decode rows may take the norm inside
+  // the product, one pass over x fewer. Defaults: rmsnorm into in.xn, then the product.
+  virtual void norm_matmul(const tensor& w, const normed_input& in, const tensor& y);
+  virtual void norm_matmul_n(const normed_input& in, std::span<const tensor> w, std::span<const tensor> y);
+  virtual void norm_matmul_swiglu(const tensor& gate, const tensor& up, const normed_input& in,
+                                  const tensor& out);
 
   // y[i][c] += b[c]. b [c] f32.
   virtual void add_bias(const tensor& y, const tensor& b) = 0;

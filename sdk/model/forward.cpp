@@ -82,9 +82,8 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
       const device_layer& L = w.layers[static_cast<size_t>(l)];
 
       // ---- attention ----
-      be.rmsnorm(x, L.attn_norm, hp.rms_eps, xn);
       const tensor qkv_w[] = {L.wq, L.wk, L.wv}, qkv[] = {q, k, v};
-      be.matmul_n(xn, qkv_w, qkv);
+      be.norm_matmul_n({x, L.attn_norm, hp.rms_eps, xn}, qkv_w, qkv);
       if (hp.qkv_bias) {
         be.add_bias(q, L.bq);
         be.add_bias(k, L.bk);
@@ -109,16 +108,14 @@ uint64_t forward(const forward_env& e, const batch& b, int64_t n_logit_rows,
       be.matmul_add(L.wo, att, x);
 
       // ---- feed-forward ----
-      be.rmsnorm(x, L.ffn_norm, hp.rms_eps, xn);
-      be.matmul_swiglu(L.gate, L.up, xn, ffn);
+      be.norm_matmul_swiglu(L.gate, L.up, {x, L.ffn_norm, hp.rms_eps, xn}, ffn);
       be.matmul_add(L.down, ffn, x);
     }
     if (n_logit_rows > 0) {
       const tensor last = x.row_range(n - n_logit_rows, n_logit_rows);
       const tensor last_n = xn.row_range(n - n_logit_rows, n_logit_rows);
       const tensor logits = ws.logits.row_range(0, n_logit_rows);
-      be.rmsnorm(last, w.output_norm, hp.rms_eps, last_n);
-      be.matmul(w.output, last_n, logits);
+      be.norm_matmul(w.output, {last, w.output_norm, hp.rms_eps, last_n}, logits);
       if (draw) be.sample(logits.row_range(n_logit_rows - 1, 1), draw->config, u, ws.token);
     }
   };

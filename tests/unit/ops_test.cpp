@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -346,6 +347,72 @@ TEST_P(ops, fused_products_equal_their_parts) {
       EXPECT_LT(rel_err(h.download(a), g), t) << "n[0] " << sa::traits(type).name;
       EXPECT_LT(rel_err(h.download(b), u), t) << "n[1] " << sa::traits(type).name;
       EXPECT_LT(rel_err(h.download(c), ref_matmul(kd, x, n_in, n_kv, n)), t) << "n[2]";
+    }
+  }
+}
+
+TEST_P(ops, normalized_products_equal_norm_then_product) {
+  // norm_matmul, norm_matmul_n and norm_matmul_swiglu against rmsnorm(x) · wᵀ in double, every
+  // weight type: decode rows (Vulkan takes the norm inside its matrix-vector shader, in 16-byte
+  // loads or not, with a tail past the last chunk of eight for widths like 260) and a batch (a
+  // norm pass, then the GEMM); a norm weight off the 16-byte grid once. x stays as it was.
+  for (dtype type : k_weight_types) {
+    const int64_t block = sa::traits(type).block_elems;
+    const bool is_float = type == dtype::f32 || type == dtype::f16 || type == dtype::bf16;
+    // 8800: several whole passes of Vulkan's 16-byte loop, then a partial one.
+    for (int64_t n_in : {block == 256 ? int64_t{512} : int64_t{256}, is_float ? int64_t{260} : int64_t{0},
+                         is_float ? int64_t{8800} : int64_t{0}}) {
+      if (n_in == 0) continue;
+      for (int64_t n : {1, 3, 8, 9}) {
+        harness h(GetParam());
+        const int64_t n_ff = 40, n_kv = 24;
+        std::vector<float> gd, ud, kd;
+        const tensor gate = h.weight(random_vec(static_cast<size_t>(n_in * n_ff), 61, 0.1f), type, n_in, n_ff, gd);
+        const tensor up = h.weight(random_vec(static_cast<size_t>(n_in * n_ff), 62, 0.1f), type, n_in, n_ff, ud);
+        const tensor wk = h.weight(random_vec(static_cast<size_t>(n_in * n_kv), 63, 0.1f), type, n_in, n_kv, kd);
+        const std::vector<float> x = random_vec(static_cast<size_t>(n_in * n), 64, 3.0f);
+        std::vector<float> g = random_vec(static_cast<size_t>(n_in) + 1, 65);
+        const bool shifted = n == 3;  // the norm weight 4 bytes past an aligned start
+        tensor gt = h.upload(g, n_in + 1);
+        gt.ne[0] = n_in;
+        if (shifted) {
+          gt.offset = sizeof(float);
+          g.erase(g.begin());
+        }
+        g.resize(static_cast<size_t>(n_in));
+        const float eps = 1e-5f;
+        std::vector<float> xn(x.size());  // rmsnorm(x) in double, rounded once
+        for (int64_t i = 0; i < n; ++i) {
+          double ss = 0;
+          for (int64_t c = 0; c < n_in; ++c) ss += double{x[i * n_in + c]} * x[i * n_in + c];
+          const double inv = 1 / std::sqrt(ss / n_in + eps);
+          for (int64_t c = 0; c < n_in; ++c) xn[i * n_in + c] = static_cast<float>(x[i * n_in + c] * inv * g[c]);
+        }
+        const tensor xt = h.upload(x, n_in, n);
+        const tensor xs = h.upload(std::vector<float>(x.size(), NAN), n_in, n);  // scratch
+        const sa::normed_input in{xt, gt, eps, xs};
+        const double t = product_tol(type, n);
+        const std::string what = std::string(sa::traits(type).name) + " width " + std::to_string(n_in) +
+                                 " rows " + std::to_string(n);
+        const std::vector<double> gr = ref_matmul(gd, xn, n_in, n_ff, n), ur = ref_matmul(ud, xn, n_in, n_ff, n);
+        const tensor y = h.upload(std::vector<float>(gr.size(), NAN), n_ff, n);
+        h.be->norm_matmul(gate, in, y);
+        EXPECT_LT(rel_err(h.download(y), gr), t) << "norm_matmul " << what;
+        const tensor a = h.upload(std::vector<float>(gr.size(), NAN), n_ff, n);
+        const tensor b = h.upload(std::vector<float>(gr.size(), NAN), n_ff, n);
+        const tensor c = h.upload(std::vector<float>(static_cast<size_t>(n * n_kv), NAN), n_kv, n);
+        const tensor ws[] = {gate, up, wk}, ys[] = {a, b, c};
+        h.be->norm_matmul_n(in, ws, ys);
+        EXPECT_LT(rel_err(h.download(a), gr), t) << "norm_matmul_n[0] " << what;
+        EXPECT_LT(rel_err(h.download(b), ur), t) << "norm_matmul_n[1] " << what;
+        EXPECT_LT(rel_err(h.download(c), ref_matmul(kd, xn, n_in, n_kv, n)), t) << "norm_matmul_n[2] " << what;
+        std::vector<double> sw(gr.size());
+        for (size_t i = 0; i < sw.size(); ++i) sw[i] = gr[i] / (1 + std::exp(-gr[i])) * ur[i];
+        const tensor out = h.upload(std::vector<float>(sw.size(), NAN), n_ff, n);
+        h.be->norm_matmul_swiglu(gate, up, in, out);
+        EXPECT_LT(rel_err(h.download(out), sw), t) << "norm_matmul_swiglu " << what;
+        EXPECT_EQ(h.download(xt), x) << "x changed: " << what;
+      }
     }
   }
 }

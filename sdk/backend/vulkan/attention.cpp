@@ -69,7 +69,9 @@ constexpr int64_t k_target_groups = 2048;  // workgroups a split launch aims at:
 constexpr int64_t k_dense_groups = 512;    // dense decode's aim: its keys are contiguous, and a
                                            // quarter of the splits moved them faster (H200, 32K
                                            // keys: 141.7 -> 116.6 us; page lists per query head,
-                                           // scattered pages, went the other way: 66.3 -> 86.4)
+                                           // scattered pages, went the other way: 66.3 -> 86.4).
+                                           // Up to twice as many when that gives every tile its
+                                           // own workgroup (see dense_split_count).
 constexpr int64_t k_grid = 65535;         // workgroups per grid dimension
 constexpr int64_t k_max_index = int64_t{1} << 32;  // element indices stay 32-bit in the shaders
 constexpr size_t k_slot_o = 2, k_slot_lse = 3;
@@ -154,6 +156,18 @@ int64_t split_count(int64_t groups, int64_t bound, int64_t target = k_target_gro
   return std::min({want, ceil_div(bound, k_split_keys), k_max_splits});
 }
 
+// Dense attention's splits: a workgroup per tile of the bound when that takes at most twice
+// the aim's workgroups, else the aim. A workgroup's tile is a chain of dependent load rounds,
+// so the step waits on the split with the most tiles: at 8,256 keys (65 tiles, 8 KV heads) 64
+// splits left one split two tiles and decoded 144.6 tokens/s, 128 splits 162.6 (H200, 8B
+// shape); at 32K keys, where every split takes several tiles, 512 workgroups beat 1,024
+// (110.3 against 107.2).
+int64_t dense_split_count(int64_t groups, int64_t bound) {
+  const int64_t tiles = ceil_div(bound, k_split_keys);
+  if (tiles > 1 && tiles * groups <= 2 * k_dense_groups) return std::min(tiles, k_max_splits);
+  return split_count(groups, bound, k_dense_groups);
+}
+
 // The split kernel (dense or sets, pc's shape fields already set) and, with more than one
 // split, the combine pass. items = n * n_heads.
 void run_split(vulkan_backend& be, shader s, split_pc pc, int64_t n, int64_t items,
@@ -203,7 +217,7 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
   const int64_t hb = ceil_div(group, chunks);
   const int64_t rb = std::min(n, std::max<int64_t>(1, k_vectors / hb));
   const int64_t groups = int64_t{n_kv_heads} * chunks * ceil_div(n, rb);
-  const int64_t splits = split_count(groups, bound, k_dense_groups);
+  const int64_t splits = dense_split_count(groups, bound);
   const dtype type = kv.k->type;
   split_pc pc = split_base(*this, q, kv, v_capacity, n, n_heads, group, head_dim, scale);
   pc.lens = ints(kv_len);

@@ -5,7 +5,8 @@
 // bound 1, 2, 4, 8 on the rows), more through the tiled f32 GEMM; both take every weight type at
 // every width the type allows. matmul_n with weights of one type and width is one dispatch;
 // matmul_swiglu is one GEMV dispatch, or for prefill a GEMM of gate and up (up into scratch
-// slot 0) followed by the element-wise SwiGLU.
+// slot 0) followed by the element-wise SwiGLU. The norm_matmul* ops take the RMS norm of their
+// input inside the GEMV (decode), or as a dispatch before the GEMM.
 #include <algorithm>
 #include <span>
 
@@ -18,7 +19,7 @@ namespace sa::vk {
 namespace {
 constexpr int64_t k_gemv_block = 4;  // shaders/gemv.comp's RW: the weight rows a workgroup owns
 
-// shaders/gemv.comp and gemm.comp (120 bytes).
+// shaders/gemv.comp and gemm.comp (128 bytes: every device's push constants hold that much).
 struct products_pc {
   uint64_t x;            // [n][cols] f32
   uint64_t w[3];         // weight bases
@@ -26,10 +27,13 @@ struct products_pc {
   uint32_t planes[9];    // word offsets of planes 1..3 of weight j at 3j .. 3j+2
   uint32_t rows[3];      // rows of weight j
   uint32_t n, cols;      // rows of x, width
-  uint32_t mode;         // 0 store, 1 accumulate, 2 swiglu (GEMV only)
-  uint32_t count;        // weights
+  uint32_t mode;         // bits 0-1: 0 store, 1 accumulate, 2 swiglu (GEMV only); 4: wide
+                         // loads; 8: x normalized by g (GEMV only); bits 4-5: weights
+  float eps;             // the norm's epsilon
+  uint64_t g;            // the norm's weight [cols] f32 (mode & 8), else x
 };
-static_assert(sizeof(products_pc) == 120);
+static_assert(sizeof(products_pc) == 128);
+constexpr uint32_t k_wide = 4, k_normed = 8;
 
 // shaders/embed.comp (48 bytes).
 struct embed_pc {
@@ -101,13 +105,19 @@ void check_f32(const tensor& t, const char* op, const char* what) {
 }
 
 // y_j (= x · w_jᵀ, per `m`) for up to three weights of one type and width; swiglu: w = {gate,
-// up}, y = {out}.
-void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, std::span<const tensor> y, mode m) {
+// up}, y = {out}. With `norm`, x is in->x taken as rmsnorm(x): inside the matrix-vector
+// shader for decode rows, else normalized into in->xn first.
+void products(vulkan_backend& be, const tensor& x_in, std::span<const tensor> w, std::span<const tensor> y, mode m,
+              const normed_input* norm = nullptr) {
   const char* op = m == mode::swiglu ? "matmul_swiglu" : m == mode::accumulate ? "matmul_add" : "matmul";
-  check_f32(x, op, "x");
-  const int64_t n = x.rows(), cols = x.ne[0];
+  check_f32(x_in, op, "x");
+  const int64_t n = x_in.rows(), cols = x_in.ne[0];
+  const bool fused = norm && n <= k_gemv_rows;
+  if (norm && !fused) be.rmsnorm(norm->x, norm->weight, norm->eps, norm->xn);
+  const tensor& x = norm && !fused ? norm->xn : x_in;
   products_pc pc{};
   pc.x = be.addr(x);
+  pc.g = pc.x;
   int64_t widest = 0;
   for (size_t j = 0; j < w.size(); ++j) {
     const tensor& out = m == mode::swiglu ? y[0] : y[j];
@@ -127,16 +137,25 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
   if (n == 0) return;
   pc.n = static_cast<uint32_t>(n);
   pc.cols = static_cast<uint32_t>(cols);
-  pc.count = static_cast<uint32_t>(w.size());
+  const uint32_t count = static_cast<uint32_t>(w.size()) << 4;
   const int t = type_index(w[0].type);
 
   if (n <= k_gemv_rows) {
-    pc.mode = static_cast<uint32_t>(m);
+    pc.mode = static_cast<uint32_t>(m) | count;
+    if (fused) {
+      check_f32(norm->weight, op, "the norm weight");
+      if (norm->weight.elements() != cols)
+        fail(SA_ERR_INTERNAL, "%s: a norm weight of %lld for rows of %lld", op,
+             static_cast<long long>(norm->weight.elements()), static_cast<long long>(cols));
+      pc.g = be.addr(norm->weight);
+      pc.eps = norm->eps;
+      pc.mode |= k_normed;
+    }
     // Float weights of a width that is a multiple of 8, every base 16-byte aligned: the shader
-    // reads weights and x in 16-byte loads (mode + 4).
-    bool wide = t <= 2 && cols % 8 == 0 && pc.x % 16 == 0;
+    // reads weights, x and g in 16-byte loads.
+    bool wide = t <= 2 && cols % 8 == 0 && pc.x % 16 == 0 && pc.g % 16 == 0;
     for (size_t j = 0; j < w.size(); ++j) wide = wide && pc.w[j] % 16 == 0;
-    if (wide) pc.mode |= 4u;
+    if (wide) pc.mode |= k_wide;
     const int variant = n <= 1 ? 0 : n <= 2 ? 1 : n <= 4 ? 2 : 3;
     // Blocks of k_gemv_block weight rows (swiglu: half as many outputs); the shader loops over
     // those past the grid.
@@ -155,7 +174,7 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
     fail(SA_ERR_UNSUPPORTED, "%s: %lld rows of x into %lld outputs (the Vulkan GEMM takes 64 x %u of each)", op,
          static_cast<long long>(n), static_cast<long long>(widest), be.max_groups());
   if (m != mode::swiglu) {
-    pc.mode = static_cast<uint32_t>(m);
+    pc.mode = static_cast<uint32_t>(m) | count;
     be.dispatch(k_gemm[t], pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                 static_cast<uint32_t>(w.size()));
     return;
@@ -164,7 +183,7 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
   const int64_t n_ff = w[0].rows();
   const uint64_t up = be.scratch(0, static_cast<size_t>(n * n_ff) * sizeof(float));
   pc.y[1] = up;
-  pc.mode = static_cast<uint32_t>(mode::store);
+  pc.mode = static_cast<uint32_t>(mode::store) | (2u << 4);
   be.dispatch(k_gemm[t], pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 2);
   // shaders/elementwise.comp's push constants (sdk/backend/vulkan/elementwise.cpp).
   struct {
@@ -224,6 +243,25 @@ void vulkan_backend::matmul_swiglu(const tensor& gate, const tensor& up, const t
     fail(SA_ERR_INTERNAL, "matmul_swiglu: gate and up differ in type or shape");
   const tensor w[] = {gate, up};
   products(*this, x, w, std::span<const tensor>(&out, 1), mode::swiglu);
+}
+
+void vulkan_backend::norm_matmul(const tensor& w, const normed_input& in, const tensor& y) {
+  products(*this, in.x, std::span<const tensor>(&w, 1), std::span<const tensor>(&y, 1), mode::store, &in);
+}
+
+void vulkan_backend::norm_matmul_n(const normed_input& in, std::span<const tensor> w, std::span<const tensor> y) {
+  bool same = w.size() == y.size() && !w.empty() && w.size() <= 3;
+  for (const tensor& t : w) same = same && t.type == w[0].type && t.ne[0] == w[0].ne[0];
+  if (!same) return backend::norm_matmul_n(in, w, y);  // matmul_n checks and splits them
+  products(*this, in.x, w, y, mode::store, &in);
+}
+
+void vulkan_backend::norm_matmul_swiglu(const tensor& gate, const tensor& up, const normed_input& in,
+                                        const tensor& out) {
+  if (gate.type != up.type || gate.rows() != up.rows() || gate.ne[0] != up.ne[0])
+    fail(SA_ERR_INTERNAL, "matmul_swiglu: gate and up differ in type or shape");
+  const tensor w[] = {gate, up};
+  products(*this, in.x, w, std::span<const tensor>(&out, 1), mode::swiglu, &in);
 }
 
 }  // namespace sa::vk

@@ -48,6 +48,7 @@ void load_instance(VkInstance instance) {
 #define SA_VK_LOAD(name) vk.name = reinterpret_cast<PFN_##name>(vk.vkGetInstanceProcAddr(instance, #name));
   SA_VK_INSTANCE_FUNCTIONS(SA_VK_LOAD)
   SA_VK_DEBUG_FUNCTIONS(SA_VK_LOAD)
+  SA_VK_OPTIONAL_FUNCTIONS(SA_VK_LOAD)
   SA_VK_DEVICE_FUNCTIONS(SA_VK_LOAD)
 #undef SA_VK_LOAD
 }

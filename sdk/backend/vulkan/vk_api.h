@@ -34,6 +34,11 @@ namespace sa::vk {
   X(vkCreateDebugUtilsMessengerEXT)     \
   X(vkDestroyDebugUtilsMessengerEXT)
 
+// Entry points of optional device extensions: null where the driver lacks them.
+#define SA_VK_OPTIONAL_FUNCTIONS(X)            \
+  X(vkGetPipelineExecutablePropertiesKHR)      \
+  X(vkGetPipelineExecutableStatisticsKHR)
+
 #define SA_VK_DEVICE_FUNCTIONS(X)      \
   X(vkDestroyDevice)                   \
   X(vkGetDeviceQueue)                  \
@@ -86,6 +91,7 @@ struct api_table {
   SA_VK_GLOBAL_FUNCTIONS(SA_VK_MEMBER)
   SA_VK_INSTANCE_FUNCTIONS(SA_VK_MEMBER)
   SA_VK_DEBUG_FUNCTIONS(SA_VK_MEMBER)
+  SA_VK_OPTIONAL_FUNCTIONS(SA_VK_MEMBER)
   SA_VK_DEVICE_FUNCTIONS(SA_VK_MEMBER)
 #undef SA_VK_MEMBER
 };
@@ -96,8 +102,8 @@ extern api_table vk;
 // Opens libvulkan and fetches the global entry points; false (with why) when there is no
 // loader. Safe to call again: the library is opened once per process.
 bool open_loader(std::string* why);
-// Fetches the instance- and device-level entry points through `instance` (the debug ones may
-// stay null).
+// Fetches the instance- and device-level entry points through `instance` (the debug and
+// optional ones may stay null).
 void load_instance(VkInstance instance);
 
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY" and so on.

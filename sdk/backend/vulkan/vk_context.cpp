@@ -1,9 +1,11 @@
 #include "backend/vulkan/vk_context.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "core/error.h"
 
@@ -263,6 +265,19 @@ context::context(int32_t index) : index_(index) {
   std::vector<VkExtensionProperties> dev_exts(n_ext);
   vk.vkEnumerateDeviceExtensionProperties(physical_, nullptr, &n_ext, dev_exts.data());
   if (has_extension(dev_exts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
+  // Profiling (SA_VULKAN_PROFILE=1) also reports each pipeline's registers and the like, where
+  // the driver offers them.
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{};
+  exec.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+  const char* prof = std::getenv("SA_VULKAN_PROFILE");
+  if (prof && std::strcmp(prof, "1") == 0 &&
+      has_extension(dev_exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) &&
+      vk.vkGetPipelineExecutablePropertiesKHR && vk.vkGetPipelineExecutableStatisticsKHR) {
+    exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    exec.pipelineExecutableInfo = VK_TRUE;
+    f12.pNext = &exec;
+    capture_statistics_ = true;
+  }
   VkDeviceCreateInfo di{};
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   di.pNext = &f;
@@ -477,6 +492,7 @@ VkPipeline context::pipeline(shader s) {
   pi.stage.module = module;
   pi.stage.pName = "main";
   pi.layout = layout_;
+  if (capture_statistics_) pi.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   const VkResult r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &pi, nullptr, &pipelines_[i]);
   vk.vkDestroyShaderModule(device_, module, nullptr);
   if (r != VK_SUCCESS) {
@@ -484,6 +500,42 @@ VkPipeline context::pipeline(shader s) {
     fail(SA_ERR_BACKEND, "Vulkan: the pipeline of shader %s could not be made: %s", code.name, result_name(r));
   }
   return pipelines_[i];
+}
+
+std::string context::pipeline_statistics(shader s) {
+  VkPipeline p = VK_NULL_HANDLE;
+  {
+    std::lock_guard<std::mutex> lock(pipeline_mutex_);
+    p = pipelines_[static_cast<size_t>(s)];
+  }
+  if (!capture_statistics_ || !p) return {};
+  VkPipelineInfoKHR pi{};
+  pi.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR;
+  pi.pipeline = p;
+  uint32_t n_exec = 0;
+  if (vk.vkGetPipelineExecutablePropertiesKHR(device_, &pi, &n_exec, nullptr) != VK_SUCCESS || n_exec == 0) return {};
+  VkPipelineExecutableInfoKHR ei{};
+  ei.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR;
+  ei.pipeline = p;
+  ei.executableIndex = 0;  // a compute pipeline's one executable
+  uint32_t n = 0;
+  if (vk.vkGetPipelineExecutableStatisticsKHR(device_, &ei, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<VkPipelineExecutableStatisticKHR> st(n);
+  for (VkPipelineExecutableStatisticKHR& x : st) x.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+  if (vk.vkGetPipelineExecutableStatisticsKHR(device_, &ei, &n, st.data()) != VK_SUCCESS) return {};
+  std::string out;
+  for (uint32_t i = 0; i < n; ++i) {
+    char v[64];
+    switch (st[i].format) {
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: std::snprintf(v, sizeof v, "%s", st[i].value.b32 ? "yes" : "no"); break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: std::snprintf(v, sizeof v, "%lld", static_cast<long long>(st[i].value.i64)); break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: std::snprintf(v, sizeof v, "%llu", static_cast<unsigned long long>(st[i].value.u64)); break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: std::snprintf(v, sizeof v, "%g", st[i].value.f64); break;
+      default: std::snprintf(v, sizeof v, "?"); break;
+    }
+    out += (out.empty() ? "" : ", ") + std::string(st[i].name) + " " + v;
+  }
+  return out;
 }
 
 }  // namespace sa::vk

@@ -68,6 +68,10 @@ class context {
 
   // The compute pipeline of a shader variant, made on first use.
   VkPipeline pipeline(shader s);
+  // What the driver says of a made pipeline's code ("Register Count 64, ..."), where it
+  // reports it (VK_KHR_pipeline_executable_properties) and SA_VULKAN_PROFILE=1 was set when
+  // the context was made; else empty.
+  std::string pipeline_statistics(shader s);
   VkPipelineLayout layout() const { return layout_; }
   static constexpr uint32_t k_push_bytes = 128;  // every variant's push-constant block
 
@@ -97,6 +101,7 @@ class context {
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
   bool has_float64_ = false;
+  bool capture_statistics_ = false;  // pipelines made with their statistics (profiling)
   uint32_t subgroup_size_ = 0;
   std::mutex queue_mutex_;
   std::mutex memory_mutex_;

@@ -49,10 +49,13 @@ dispatch_profile::~dispatch_profile() {
                ctx_->properties().deviceName, busy_ns_ / 1e6, between_ns_ / 1e6,
                static_cast<unsigned long long>(batches_), static_cast<unsigned long long>(dropped_));
   std::fprintf(stderr, "  %-28s %10s %12s %10s %7s\n", "shader", "dispatches", "total ms", "mean us", "share");
-  for (const shader_time& s : by)
+  for (const shader_time& s : by) {
     std::fprintf(stderr, "  %-28s %10llu %12.3f %10.2f %6.1f%%\n", s.name.c_str(),
                  static_cast<unsigned long long>(s.dispatches), s.ns / 1e6, s.ns / 1e3 / static_cast<double>(s.dispatches),
                  busy_ns_ > 0 ? 100.0 * s.ns / busy_ns_ : 0.0);
+    const std::string stats = ctx_->pipeline_statistics(static_cast<shader>(s.id));
+    if (!stats.empty()) std::fprintf(stderr, "      %s\n", stats.c_str());
+  }
   vk.vkDestroyQueryPool(ctx_->device(), pool_, nullptr);
 }
 
@@ -63,7 +66,10 @@ void dispatch_profile::before(VkCommandBuffer cb, size_t id, const char* name) {
   }
   if (next_ == 0) vk.vkCmdResetQueryPool(cb, pool_, 0, 2 * k_pairs);
   if (id >= shaders_.size()) shaders_.resize(id + 1);
-  if (shaders_[id].name.empty()) shaders_[id].name = name;
+  if (shaders_[id].name.empty()) {
+    shaders_[id].name = name;
+    shaders_[id].id = id;
+  }
   of_.push_back(id);
   vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool_, next_++);
 }

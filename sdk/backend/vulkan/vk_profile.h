@@ -3,7 +3,9 @@
 // time on the GPU; for the whole run: the time inside dispatches and the time between one
 // dispatch's end and the next one's start within a submission batch (the barriers' drains and
 // the launches), which no shader's own figures show. The report goes to stderr when the backend
-// is destroyed.
+// is destroyed, each shader with what the driver says of its code (registers and the like),
+// where it says it. Profiling puts every pipeline stage in the barrier before a dispatch, so that
+// the timestamp at its start waits for the work before it: its gaps are those of that barrier.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,7 @@ class dispatch_profile {
 
  private:
   struct shader_time {
+    size_t id = 0;  // the shader's number
     std::string name;
     uint64_t dispatches = 0;
     double ns = 0;

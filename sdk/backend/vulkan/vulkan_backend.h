@@ -65,6 +65,10 @@ class vulkan_backend final : public backend {
   void matmul_n(const tensor& x, std::span<const tensor> w, std::span<const tensor> y) override;
   void matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x,
                      const tensor& out) override;
+  void norm_matmul(const tensor& w, const normed_input& in, const tensor& y) override;
+  void norm_matmul_n(const normed_input& in, std::span<const tensor> w, std::span<const tensor> y) override;
+  void norm_matmul_swiglu(const tensor& gate, const tensor& up, const normed_input& in,
+                          const tensor& out) override;
   // elementwise.cpp
   void add_bias(const tensor& y, const tensor& b) override;
   void rmsnorm(const tensor& x, const tensor& w, float eps, const tensor& y) override;
@@ -203,7 +207,8 @@ class vulkan_backend final : public backend {
  private:
   void dispatch_raw(shader s, const void* pc, size_t bytes, uint32_t gx, uint32_t gy, uint32_t gz);
   VkCommandBuffer recording_buffer();  // the buffer ops go to now (begun if needed)
-  void barrier(VkCommandBuffer cb);
+  void barrier(VkCommandBuffer cb);       // compute and transfer work before, after
+  void host_barrier(VkCommandBuffer cb);  // the device's writes before, the host's reads after
   // A begun command buffer with `usage`: a recycled one when `recycled` and one is free, else a
   // new one from the pool.
   VkCommandBuffer new_command_buffer(bool recycled, VkCommandBufferUsageFlags usage);
