@@ -19,8 +19,8 @@
 // replays for any lengths up to `bound`. Keys stream in tiles of 128:
 //   scores:  a run of LK lanes of a subgroup (a power of two, at most a row's eight-element
 //            chunks) reads one key row in coalesced 8-element loads and dots it with every
-//            query vector (the lane's first chunk of q in registers, the rest from shared
-//            memory); the run's partial dots meet by xor shuffles, NP passes of KPP keys in
+//            query vector (the lane's first chunk of q in registers where GMAX <= 4, the
+//            rest from shared memory); the run's partial dots meet by xor shuffles, NP passes of KPP keys in
 //            flight; then invocation t takes key tb + t's dots, masked past each vector's kv_len;
 //   softmax: tile maxima per vector by subgroup max and shared memory; the running max and the
 //            rescale factor are the same in every invocation; each invocation keeps the sum of
@@ -180,11 +180,16 @@ void main() {
     [[unroll]] for (uint m = 0u; m < GMAX; ++m) acc[m][0] = acc[m][1] = vec4(0.0);
 
     // The query elements this invocation dots in the first round of every key (its lane's
-    // eight), kept in registers; later rounds (a key run shorter than a row) read sh_q.
+    // eight): in registers for blocks of up to 4 vectors (decode), from shared memory at every
+    // key for 8 (prefill), where registers held for them slowed the kernel (H200, NVIDIA's
+    // driver, one call: prefill attention at 32K keys 239.5 -> 194.4 ms with q from shared
+    // memory, while decode at 32K went 110.7 -> 127.6 us, registers 128 -> 96). Later rounds
+    // (a key run shorter than a row) read sh_q.
+    const bool q_regs = GMAX <= 4u;  // a compile-time constant
     vec4 qa[GMAX], qb[GMAX];
     [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
-      qa[m] = m < M ? sh_q[m * D4 + 2u * lk] : vec4(0.0);
-      qb[m] = m < M ? sh_q[m * D4 + 2u * lk + 1u] : vec4(0.0);
+      qa[m] = q_regs && m < M ? sh_q[m * D4 + 2u * lk] : vec4(0.0);
+      qb[m] = q_regs && m < M ? sh_q[m * D4 + 2u * lk + 1u] : vec4(0.0);
     }
 
     for (uint tb = kb; tb < ke; tb += TK) {
@@ -206,7 +211,9 @@ void main() {
             vec4 ka, kb2;
             kv_oct(k, kr + 8u * lk, ka, kb2);
             [[unroll]] for (uint m = 0u; m < GMAX; ++m)
-              if (m < M) dots[h][m] = dot(ka, qa[m]) + dot(kb2, qb[m]);
+              if (m < M)
+                dots[h][m] = dot(ka, q_regs ? qa[m] : sh_q[m * D4 + 2u * lk]) +
+                             dot(kb2, q_regs ? qb[m] : sh_q[m * D4 + 2u * lk + 1u]);
             for (uint e = 8u * (lk + LK); e < D; e += 8u * LK) {
               kv_oct(k, kr + e, ka, kb2);
               const uint qe = e >> 2;
