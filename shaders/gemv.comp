@@ -25,6 +25,11 @@
 // 58.4 -> 36.8 %, down 65.6 -> 37.4 %, lm_head 84.5 -> 48.3 % at U = 8; decode at depth 0 140.1
 // -> 98.7 tokens/s, 121.6 at U = 4 and 52.7 at U = 16: there, the more loads an invocation holds
 // in flight, the slower.
+// Float weights in 16-byte loads (mode & 4) run whole passes of GU chunks an invocation with no
+// condition on any load, then one checked pass (wide_pass). The loop before, two chunks a pass
+// with every load under its row's and its chunk's condition, decoded 140.6 tokens/s at depth 0
+// (118.5 at 8K) where this one decodes 179.9 (144.8) with GU = 2 and 171.6 (140.6) with GU = 4
+// (H200, NVIDIA's driver, one call): the conditions, not the loads in flight, held it back.
 //! variant gemv_f32_x1 WTYPE=0 NX=1
 //! variant gemv_f32_x2 WTYPE=0 NX=2
 //! variant gemv_f32_x4 WTYPE=0 NX=4
