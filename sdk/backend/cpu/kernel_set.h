@@ -2,9 +2,9 @@
 // and SIMD sets chosen at run time for the host's CPU.
 //
 // Every set gives the reference's bits. A set's dot product puts element k of a row in lane
-// k mod 8 and adds the products in the reference's order with separate multiplies and adds (no
-// fused multiply-add), its weights are expanded with the reference's arithmetic, and the lanes
-// are summed in the reference's order; so which set runs changes a result's speed, never the
+// k mod 8 and adds the products in the reference's order, each product fused into its lane's
+// sum (one fused multiply-add, as the reference's std::fma), its weights are expanded with the
+// reference's arithmetic, and the lanes are summed in the reference's order; so which set runs changes a result's speed, never the
 // result. (tests/unit/cpu_kernels_test.cpp checks each compiled set against the reference.)
 //
 // The exception is opt-in: the int8 sets (avx2-int8, avx512-vnni; neon-dotprod on AArch64) are
@@ -119,7 +119,7 @@ void dot_q8_scalar(dtype type, const uint8_t* w, size_t row_size, int64_t rows, 
 
 // The kernels of a set.
 struct kernels {
-  // Plain f32 dot product, reference order (8 interleaved partial sums).
+  // Plain f32 dot product, reference order (8 interleaved partial sums, each product fused in).
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   // out[r] = dequantized row r of w [rows][row_size bytes] . x[n_in], rows <= 4, for the types
   // dot_rows_types says; null when the set has none.
@@ -131,7 +131,7 @@ struct kernels {
   // block (the reference: dot_f32 per pair; a SIMD set: eight independent sums where dot_f32
   // has one chain of adds).
   void (*dot_block)(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
-  // y[d] += a * x[d] for d < n (each element a multiply then an add, as the reference loop).
+  // y[d] = fma(a, x[d], y[d]) for d < n (one fused multiply-add an element, as the reference).
   void (*add_scaled)(float* y, const float* x, float a, int64_t n);
   // add_scaled(y, x + t * stride, a[t], n) for t = 0 .. count - 1 in order: a weighted sum of
   // rows into y, each element's adds in the same order (a set keeps y in registers across rows).

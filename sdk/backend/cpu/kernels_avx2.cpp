@@ -1,4 +1,4 @@
-// The AVX2 kernel set (x86-64 with AVX2 and F16C), chosen at run time; see kernel_set.h for why
+// The AVX2 kernel set (x86-64 with AVX2, FMA and F16C), chosen at run time; see kernel_set.h for why
 // its results are the reference's bits.
 //
 // dot_rows fuses the reference's two steps for a decode product (dequantize a weight row into
@@ -17,6 +17,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -24,7 +25,7 @@
 #include "quant/quant_impl.h"
 #include "quant/quants.h"
 
-#define SA_AVX2 __attribute__((target("avx2,f16c")))
+#define SA_AVX2 __attribute__((target("avx2,f16c,fma")))
 
 namespace sa::cpu {
 
@@ -42,7 +43,7 @@ SA_AVX2 inline float reduce8(__m256 acc) {
 SA_AVX2 inline float finish(__m256 acc, const float* a, const float* b, int64_t rest) {
   float l[8];
   _mm256_storeu_ps(l, acc);
-  for (int64_t j = 0; j < rest; ++j) l[j] += a[j] * b[j];
+  for (int64_t j = 0; j < rest; ++j) l[j] = std::fma(a[j], b[j], l[j]);
   return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 }
 
@@ -50,7 +51,7 @@ SA_AVX2 float dot_f32_avx2(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + 8 <= n; k += 8)
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k)));
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
   return k < n ? finish(acc, a + k, b + k, n - k) : reduce8(acc);
 }
 
@@ -81,7 +82,7 @@ SA_AVX2 void dot_rows_plain(const uint8_t* w, size_t row_size, int64_t rows, con
   for (; k + 8 <= n_in; k += 8) {
     const __m256 xv = _mm256_loadu_ps(x + k);
     for (int64_t r = 0; r < rows; ++r)
-      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(ROW::load(w + r * row_size, k), xv));
+      acc[r] = _mm256_fmadd_ps(ROW::load(w + r * row_size, k), xv, acc[r]);
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (k == n_in) {
@@ -200,7 +201,7 @@ SA_AVX2 void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, co
     for (int g = 0; g < BLOCK::elems / 8; ++g) {
       const __m256 xv = _mm256_loadu_ps(x + BLOCK::elems * b + 8 * g);
       for (int64_t r = 0; r < rows; ++r)
-        acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(blk[r].group(at + r * row_size, g), xv));
+        acc[r] = _mm256_fmadd_ps(blk[r].group(at + r * row_size, g), xv, acc[r]);
     }
   }
   for (int64_t r = 0; r < rows; ++r) out[r] = reduce8(acc[r]);
@@ -235,7 +236,7 @@ SA_AVX2 void dot_block_full(const float* w, const float* x, int64_t n, float* ou
     for (int r = 0; r < 4; ++r) v[r] = _mm256_loadu_ps(w + r * n + k);
     for (int i = 0; i < NX; ++i) {
       const __m256 u = _mm256_loadu_ps(x + i * n + k);
-      for (int r = 0; r < 4; ++r) acc[i][r] = _mm256_add_ps(acc[i][r], _mm256_mul_ps(v[r], u));
+      for (int r = 0; r < 4; ++r) acc[i][r] = _mm256_fmadd_ps(v[r], u, acc[i][r]);
     }
   }
   for (int i = 0; i < NX; ++i)
@@ -254,8 +255,8 @@ SA_AVX2 void add_scaled_avx2(float* y, const float* x, float a, int64_t n) {
   const __m256 av = _mm256_set1_ps(a);
   int64_t d = 0;
   for (; d + 8 <= n; d += 8)
-    _mm256_storeu_ps(y + d, _mm256_add_ps(_mm256_loadu_ps(y + d), _mm256_mul_ps(av, _mm256_loadu_ps(x + d))));
-  for (; d < n; ++d) y[d] += a * x[d];
+    _mm256_storeu_ps(y + d, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d)));
+  for (; d < n; ++d) y[d] = std::fma(a, x[d], y[d]);
 }
 
 // Rows' weighted sum into y: 64 elements of y at a time stay in 8 registers while every row adds
@@ -270,14 +271,14 @@ SA_AVX2 void add_scaled_rows_avx2(float* y, const float* x, int64_t stride, cons
     for (int64_t t = 0; t < count; ++t) {
       const __m256 av = _mm256_set1_ps(a[t]);
       const float* xt = x + t * stride + d;
-      for (int r = 0; r < 8; ++r) acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(av, _mm256_loadu_ps(xt + 8 * r)));
+      for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(av, _mm256_loadu_ps(xt + 8 * r), acc[r]);
     }
     for (int r = 0; r < 8; ++r) _mm256_storeu_ps(y + d + 8 * r, acc[r]);
   }
   for (; d + 8 <= n; d += 8) {
     __m256 acc = _mm256_loadu_ps(y + d);
     for (int64_t t = 0; t < count; ++t)
-      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(a[t]), _mm256_loadu_ps(x + t * stride + d)));
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(a[t]), _mm256_loadu_ps(x + t * stride + d), acc);
     _mm256_storeu_ps(y + d, acc);
   }
   if (d < n) add_scaled_rows(y + d, x + d, stride, a, count, n - d);  // the reference's loop
@@ -338,7 +339,7 @@ bool has_f16c() {
 const kernels* avx2_kernels() {
   static const kernels* const k = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && has_f16c() ? &k_avx2 : nullptr;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c() ? &k_avx2 : nullptr;
   }();
   return k;
 }

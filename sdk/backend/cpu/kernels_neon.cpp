@@ -2,8 +2,8 @@
 // time; see kernel_set.h for why its results are the reference's bits.
 //
 // The float kernels of the avx2 set in 4-lane registers: a dot product keeps the reference's
-// 8 partial sums as two registers (lanes 0..3 and 4..7), products added with separate
-// multiplies and adds (the build turns off contraction, so no fused multiply-add forms), and
+// 8 partial sums as two registers (lanes 0..3 and 4..7), each product fused into its lane's sum
+// (vfmaq_f32, the reference's std::fma; the build turns off contraction elsewhere), and
 // the lanes summed in the reference's order; the exponential and the gated activation repeat
 // softmax_exp's operations lane for lane (round to nearest even by vrndnq, a correctly rounded
 // division). dot_rows expands a decode product's weights in registers as the avx2 set does
@@ -15,6 +15,7 @@
 #if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
 #include <arm_neon.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -32,7 +33,7 @@ inline float finish(float32x4_t lo, float32x4_t hi, const float* a, const float*
   float l[8];
   vst1q_f32(l, lo);
   vst1q_f32(l + 4, hi);
-  for (int64_t j = 0; j < rest; ++j) l[j] += a[j] * b[j];
+  for (int64_t j = 0; j < rest; ++j) l[j] = std::fma(a[j], b[j], l[j]);
   return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 }
 
@@ -40,8 +41,8 @@ float dot_f32_neon(const float* a, const float* b, int64_t n) {
   float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
   int64_t k = 0;
   for (; k + 8 <= n; k += 8) {
-    lo = vaddq_f32(lo, vmulq_f32(vld1q_f32(a + k), vld1q_f32(b + k)));
-    hi = vaddq_f32(hi, vmulq_f32(vld1q_f32(a + k + 4), vld1q_f32(b + k + 4)));
+    lo = vfmaq_f32(lo, vld1q_f32(a + k), vld1q_f32(b + k));
+    hi = vfmaq_f32(hi, vld1q_f32(a + k + 4), vld1q_f32(b + k + 4));
   }
   return k < n ? finish(lo, hi, a + k, b + k, n - k) : reduce8(lo, hi);
 }
@@ -62,8 +63,8 @@ void dot_block_full(const float* w, const float* x, int64_t n, float* out) {
     for (int i = 0; i < NX; ++i) {
       const float32x4_t ul = vld1q_f32(x + i * n + k), uh = vld1q_f32(x + i * n + k + 4);
       for (int r = 0; r < 4; ++r) {
-        lo[i][r] = vaddq_f32(lo[i][r], vmulq_f32(wl[r], ul));
-        hi[i][r] = vaddq_f32(hi[i][r], vmulq_f32(wh[r], uh));
+        lo[i][r] = vfmaq_f32(lo[i][r], wl[r], ul);
+        hi[i][r] = vfmaq_f32(hi[i][r], wh[r], uh);
       }
     }
   }
@@ -124,8 +125,8 @@ void dot_rows_plain(const uint8_t* w, size_t row_size, int64_t rows, const float
     for (int64_t r = 0; r < rows; ++r) {
       float32x4_t wl, wh;
       ROW::load(w + r * row_size, k, wl, wh);
-      lo[r] = vaddq_f32(lo[r], vmulq_f32(wl, xl));
-      hi[r] = vaddq_f32(hi[r], vmulq_f32(wh, xh));
+      lo[r] = vfmaq_f32(lo[r], wl, xl);
+      hi[r] = vfmaq_f32(hi[r], wh, xh);
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -243,8 +244,8 @@ void dot_rows_blocks(const uint8_t* w, size_t row_size, int64_t rows, const floa
       for (int64_t r = 0; r < rows; ++r) {
         float32x4_t wl, wh;
         blk[r].group(at + r * row_size, g, wl, wh);
-        lo[r] = vaddq_f32(lo[r], vmulq_f32(wl, xl));
-        hi[r] = vaddq_f32(hi[r], vmulq_f32(wh, xh));
+        lo[r] = vfmaq_f32(lo[r], wl, xl);
+        hi[r] = vfmaq_f32(hi[r], wh, xh);
       }
     }
   }
@@ -275,8 +276,8 @@ void dot_block_neon(const float* w, int64_t rows, const float* x, int64_t nx, in
 void add_scaled_neon(float* y, const float* x, float a, int64_t n) {
   const float32x4_t av = vdupq_n_f32(a);
   int64_t d = 0;
-  for (; d + 4 <= n; d += 4) vst1q_f32(y + d, vaddq_f32(vld1q_f32(y + d), vmulq_f32(av, vld1q_f32(x + d))));
-  for (; d < n; ++d) y[d] += a * x[d];
+  for (; d + 4 <= n; d += 4) vst1q_f32(y + d, vfmaq_f32(vld1q_f32(y + d), av, vld1q_f32(x + d)));
+  for (; d < n; ++d) y[d] = std::fma(a, x[d], y[d]);
 }
 
 // 32 elements of y at a time in 8 registers while every row adds into them (add_scaled's order
@@ -289,14 +290,14 @@ void add_scaled_rows_neon(float* y, const float* x, int64_t stride, const float*
     for (int64_t t = 0; t < count; ++t) {
       const float32x4_t av = vdupq_n_f32(a[t]);
       const float* xt = x + t * stride + d;
-      for (int r = 0; r < 8; ++r) acc[r] = vaddq_f32(acc[r], vmulq_f32(av, vld1q_f32(xt + 4 * r)));
+      for (int r = 0; r < 8; ++r) acc[r] = vfmaq_f32(acc[r], av, vld1q_f32(xt + 4 * r));
     }
     for (int r = 0; r < 8; ++r) vst1q_f32(y + d + 4 * r, acc[r]);
   }
   for (; d + 4 <= n; d += 4) {
     float32x4_t acc = vld1q_f32(y + d);
     for (int64_t t = 0; t < count; ++t)
-      acc = vaddq_f32(acc, vmulq_f32(vdupq_n_f32(a[t]), vld1q_f32(x + t * stride + d)));
+      acc = vfmaq_f32(acc, vdupq_n_f32(a[t]), vld1q_f32(x + t * stride + d));
     vst1q_f32(y + d, acc);
   }
   if (d < n) add_scaled_rows(y + d, x + d, stride, a, count, n - d);  // the reference's loop

@@ -95,8 +95,8 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   float acc[LANES] = {};
   int64_t k = 0;
   for (; k + LANES <= n; k += LANES)
-    for (int64_t j = 0; j < LANES; ++j) acc[j] += a[k + j] * b[k + j];
-  for (int64_t j = 0; k < n; ++k, ++j) acc[j] += a[k] * b[k];
+    for (int64_t j = 0; j < LANES; ++j) acc[j] = std::fma(a[k + j], b[k + j], acc[j]);
+  for (int64_t j = 0; k < n; ++k, ++j) acc[j] = std::fma(a[k], b[k], acc[j]);
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
@@ -106,7 +106,7 @@ void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t
 }
 
 void add_scaled(float* y, const float* x, float a, int64_t n) {
-  for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
+  for (int64_t d = 0; d < n; ++d) y[d] = std::fma(a, x[d], y[d]);
 }
 
 void add_scaled_rows(float* y, const float* x, int64_t stride, const float* a, int64_t count, int64_t n) {

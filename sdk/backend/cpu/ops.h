@@ -38,11 +38,12 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
                  size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
                  float* y, bool accumulate);
 
-// Plain f32 dot product with a fixed summation order (8 interleaved partial sums).
+// Plain f32 dot product with a fixed summation order (8 interleaved partial sums, each product
+// fused into its sum: std::fma).
 float dot_f32(const float* a, const float* b, int64_t n);
 // out[i * 4 + r] = dot_f32(w + r n, x + i n, n) for r < rows <= 4, i < nx <= 2 (kernel_set.h).
 void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
-// y[d] += a * x[d], the reference loop.
+// y[d] = fma(a, x[d], y[d]), the reference loop.
 void add_scaled(float* y, const float* x, float a, int64_t n);
 // add_scaled(y, x + t * stride, a[t], n) for t < count, in order.
 void add_scaled_rows(float* y, const float* x, int64_t stride, const float* a, int64_t count, int64_t n);
