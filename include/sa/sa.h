@@ -731,7 +731,7 @@ typedef struct sa_backend_desc {
   int32_t device;           /* index within its kind (sa_session_params.device) */
   char name[128];           /* "NVIDIA H100 80GB HBM3", "CPU (16 threads, avx2 kernels)";
                                NUL-terminated. The CPU's kernel set is the best this CPU runs
-                               ("avx2": x86-64 with AVX2 and F16C; "neon": AArch64; else
+                               ("avx2": x86-64 with AVX2, FMA and F16C; "neon": AArch64; else
                                "reference"), or the one
                                the environment variable SA_CPU_KERNELS names if it runs here;
                                these sets give the same results bit for bit. Three more are

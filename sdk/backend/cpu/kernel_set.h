@@ -28,7 +28,7 @@ namespace sa::cpu {
 
 enum class kernel_set : int32_t {
   reference = 0,    // plain loops, the baseline instruction set
-  avx2 = 1,         // x86-64 with AVX2 and F16C
+  avx2 = 1,         // x86-64 with AVX2, FMA and F16C
   avx2_int8 = 2,    // opt-in: avx2 with integer products on 8-bit inputs (AVX2 multiply-adds)
   avx512_vnni = 3,  // opt-in: the same integer products with AVX-512 VNNI dot products
   neon = 4,         // AArch64 with Advanced SIMD (every AArch64 CPU)
