@@ -148,26 +148,40 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
     });
     return;
   }
+  // Blocked for the caches: a panel of weight rows (dequantized once, up to 256 KB) against the
+  // input rows a few at a time (up to 32 KB of them, so they stay near the core across the
+  // panel's tiles), each tile x pair of input rows one dot_block. Every product is still one
+  // dot_block pair's dot_f32, so the order of the loops changes no bit. (Before, every 4-row
+  // tile streamed all the input rows from L2: the F16 shipped model's prefill spent half its
+  // time in dot_block; 16 KB of inputs gave 2,352 / 2,357 tokens/s, 32 KB 2,411 / 2,436.)
+  const int64_t panel = std::clamp<int64_t>((int64_t{256} << 10) / (n_in * 4) / TILE * TILE, TILE, 256);
+  const int64_t inputs = std::clamp<int64_t>((int64_t{32} << 10) / (n_in * 4) / 2 * 2, 2, 64);
   pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t thread) {
     std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
-    if (type != dtype::f32 && buf.size() < static_cast<size_t>(TILE * n_in))
-      buf.resize(static_cast<size_t>(TILE * n_in));
+    if (type != dtype::f32 && buf.size() < static_cast<size_t>(panel * n_in))
+      buf.resize(static_cast<size_t>(panel * n_in));
     float block[2 * TILE];  // [input row of the pair][tile row]
-    for (int64_t o = begin; o < end; o += TILE) {
-      const int64_t rows = std::min(TILE, end - o);
-      const float* tile;
+    for (int64_t p0 = begin; p0 < end; p0 += panel) {
+      const int64_t p_rows = std::min(panel, end - p0);
+      const float* pw;  // the panel's rows [p_rows][n_in] as f32
       if (type == dtype::f32) {
-        tile = reinterpret_cast<const float*>(w + static_cast<size_t>(o) * w_row_size);
+        pw = reinterpret_cast<const float*>(w + static_cast<size_t>(p0) * w_row_size);
       } else {
-        for (int64_t r = 0; r < rows; ++r)
-          dequantize_row(type, w + static_cast<size_t>(o + r) * w_row_size, buf.data() + r * n_in,
-                         n_in);
-        tile = buf.data();
+        for (int64_t r = 0; r < p_rows; ++r)
+          dequantize_row(type, w + static_cast<size_t>(p0 + r) * w_row_size, buf.data() + r * n_in, n_in);
+        pw = buf.data();
       }
-      for (int64_t i = 0; i < n; i += 2) {
-        const int64_t nx = std::min<int64_t>(2, n - i);
-        k.dot_block(tile, rows, x + i * n_in, nx, n_in, block);
-        for (int64_t j = 0; j < nx; ++j) store_tile(y + (i + j) * n_out + o, block + j * TILE, rows, accumulate);
+      for (int64_t i0 = 0; i0 < n; i0 += inputs) {
+        const int64_t i1 = std::min(n, i0 + inputs);
+        for (int64_t o = p0; o < p0 + p_rows; o += TILE) {
+          const int64_t rows = std::min(TILE, p0 + p_rows - o);
+          const float* tile = pw + (o - p0) * n_in;
+          for (int64_t i = i0; i < i1; i += 2) {
+            const int64_t nx = std::min<int64_t>(2, i1 - i);
+            k.dot_block(tile, rows, x + i * n_in, nx, n_in, block);
+            for (int64_t j = 0; j < nx; ++j) store_tile(y + (i + j) * n_out + o, block + j * TILE, rows, accumulate);
+          }
+        }
       }
     }
   });
