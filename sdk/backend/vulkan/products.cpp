@@ -6,7 +6,7 @@
 // every width the type allows. matmul_n with weights of one type and width is one dispatch;
 // matmul_swiglu is one GEMV dispatch, or for prefill a GEMM of gate and up (up into scratch
 // slot 0) followed by the element-wise SwiGLU. The norm_matmul* ops take the RMS norm of their
-// input inside the GEMV (decode), or as a dispatch before the GEMM.
+// input inside the GEMV (decode), or as the default's dispatch before the GEMM.
 #include <algorithm>
 #include <span>
 
@@ -105,16 +105,14 @@ void check_f32(const tensor& t, const char* op, const char* what) {
 }
 
 // y_j (= x · w_jᵀ, per `m`) for up to three weights of one type and width; swiglu: w = {gate,
-// up}, y = {out}. With `norm`, x is in->x taken as rmsnorm(x): inside the matrix-vector
-// shader for decode rows, else normalized into in->xn first.
-void products(vulkan_backend& be, const tensor& x_in, std::span<const tensor> w, std::span<const tensor> y, mode m,
+// up}, y = {out}. With `norm` (decode rows only: the matrix-vector shader takes it), x is
+// taken as rmsnorm(x, norm->weight, norm->eps).
+void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, std::span<const tensor> y, mode m,
               const normed_input* norm = nullptr) {
   const char* op = m == mode::swiglu ? "matmul_swiglu" : m == mode::accumulate ? "matmul_add" : "matmul";
-  check_f32(x_in, op, "x");
-  const int64_t n = x_in.rows(), cols = x_in.ne[0];
-  const bool fused = norm && n <= k_gemv_rows;
-  if (norm && !fused) be.rmsnorm(norm->x, norm->weight, norm->eps, norm->xn);
-  const tensor& x = norm && !fused ? norm->xn : x_in;
+  check_f32(x, op, "x");
+  const int64_t n = x.rows(), cols = x.ne[0];
+  if (norm && n > k_gemv_rows) fail(SA_ERR_INTERNAL, "%s: a norm inside a product of %lld rows", op, static_cast<long long>(n));
   products_pc pc{};
   pc.x = be.addr(x);
   pc.g = pc.x;
@@ -142,7 +140,7 @@ void products(vulkan_backend& be, const tensor& x_in, std::span<const tensor> w,
 
   if (n <= k_gemv_rows) {
     pc.mode = static_cast<uint32_t>(m) | count;
-    if (fused) {
+    if (norm) {
       check_f32(norm->weight, op, "the norm weight");
       if (norm->weight.elements() != cols)
         fail(SA_ERR_INTERNAL, "%s: a norm weight of %lld for rows of %lld", op,
@@ -245,19 +243,24 @@ void vulkan_backend::matmul_swiglu(const tensor& gate, const tensor& up, const t
   products(*this, x, w, std::span<const tensor>(&out, 1), mode::swiglu);
 }
 
+// The norm goes inside the matrix-vector shader for decode rows; batches take the default
+// (the norm into in.xn, then the GEMM).
 void vulkan_backend::norm_matmul(const tensor& w, const normed_input& in, const tensor& y) {
+  if (in.x.rows() > k_gemv_rows) return backend::norm_matmul(w, in, y);
   products(*this, in.x, std::span<const tensor>(&w, 1), std::span<const tensor>(&y, 1), mode::store, &in);
 }
 
 void vulkan_backend::norm_matmul_n(const normed_input& in, std::span<const tensor> w, std::span<const tensor> y) {
   bool same = w.size() == y.size() && !w.empty() && w.size() <= 3;
   for (const tensor& t : w) same = same && t.type == w[0].type && t.ne[0] == w[0].ne[0];
-  if (!same) return backend::norm_matmul_n(in, w, y);  // matmul_n checks and splits them
+  // Mixed weights: matmul_n checks and splits them.
+  if (!same || in.x.rows() > k_gemv_rows) return backend::norm_matmul_n(in, w, y);
   products(*this, in.x, w, y, mode::store, &in);
 }
 
 void vulkan_backend::norm_matmul_swiglu(const tensor& gate, const tensor& up, const normed_input& in,
                                         const tensor& out) {
+  if (in.x.rows() > k_gemv_rows) return backend::norm_matmul_swiglu(gate, up, in, out);
   if (gate.type != up.type || gate.rows() != up.rows() || gate.ne[0] != up.ne[0])
     fail(SA_ERR_INTERNAL, "matmul_swiglu: gate and up differ in type or shape");
   const tensor w[] = {gate, up};

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "backend/vulkan/vk_profile.h"
 #include "core/error.h"
 
 namespace sa::vk {
@@ -269,9 +270,7 @@ context::context(int32_t index) : index_(index) {
   // the driver offers them.
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec{};
   exec.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
-  const char* prof = std::getenv("SA_VULKAN_PROFILE");
-  if (prof && std::strcmp(prof, "1") == 0 &&
-      has_extension(dev_exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) &&
+  if (profile_requested() && has_extension(dev_exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) &&
       vk.vkGetPipelineExecutablePropertiesKHR && vk.vkGetPipelineExecutableStatisticsKHR) {
     exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     exec.pipelineExecutableInfo = VK_TRUE;

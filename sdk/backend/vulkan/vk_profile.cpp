@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/vulkan/vk_context.h"
@@ -10,6 +11,11 @@ namespace sa::vk {
 
 namespace {
 constexpr uint32_t k_pairs = 8192;  // dispatches timed between two collects; later ones are dropped
+}
+
+bool profile_requested() {
+  const char* e = std::getenv("SA_VULKAN_PROFILE");
+  return e && std::strcmp(e, "1") == 0;
 }
 
 std::unique_ptr<dispatch_profile> dispatch_profile::open(const std::shared_ptr<context>& ctx) {

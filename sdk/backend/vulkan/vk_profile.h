@@ -19,6 +19,10 @@ namespace sa::vk {
 
 class context;
 
+// Whether SA_VULKAN_PROFILE=1 is set (the backend then times dispatches; a context made then
+// keeps its pipelines' statistics).
+bool profile_requested();
+
 class dispatch_profile {
  public:
   // A profile on ctx's queue; nullptr (and a line on stderr) when its queue family keeps no

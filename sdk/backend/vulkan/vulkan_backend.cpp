@@ -39,8 +39,7 @@ vulkan_backend::vulkan_backend(int32_t device) : ctx_(context::get(device)) {
   const char* r = std::getenv("SA_VULKAN_RECORDING");
   recordings_ = !(r && std::strcmp(r, "0") == 0);
   // SA_VULKAN_PROFILE=1 times every dispatch (vk_profile.h); steps then run eagerly.
-  const char* prof = std::getenv("SA_VULKAN_PROFILE");
-  if (prof && std::strcmp(prof, "1") == 0) {
+  if (profile_requested()) {
     profile_ = dispatch_profile::open(ctx_);
     if (profile_) recordings_ = false;
   }
