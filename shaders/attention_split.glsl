@@ -20,8 +20,10 @@
 //   scores:  a run of LK lanes of a subgroup (a power of two, at most a row's eight-element
 //            chunks) reads one key row in coalesced 8-element loads and dots it with every
 //            query vector (the lane's first chunk of q in registers where GMAX <= 4, the
-//            rest from shared memory); the run's partial dots meet by xor shuffles, NP passes of KPP keys in
-//            flight; then invocation t takes key tb + t's dots, masked past each vector's kv_len;
+//            rest from shared memory), NP passes of KPP keys in flight with loads that carry no
+//            condition (a key past the split reads its last key); the run's partial dots meet
+//            in a reduce-scatter of xor shuffles; then invocation t takes key tb + t's dots,
+//            masked past each vector's kv_len;
 //   softmax: tile maxima per vector by subgroup max and shared memory; the running max and the
 //            rescale factor are the same in every invocation; each invocation keeps the sum of
 //            its own keys' weights (added up at the end) and leaves the weights in shared memory;
@@ -51,6 +53,8 @@
 #define GV ((GMAX + 3u) / 4u)  // query vectors in fours
 #define NP (GMAX <= 4u ? 4u : 2u)  // score passes with loads in flight together (measured: a
                                    // whole tile's worth spills registers and runs slower)
+#define NV (NP * GMAX)             // dots a score lane holds at once: 4 or 16, a power of two
+#define LOG_NV (NV == 16u ? 4u : NV == 8u ? 3u : NV == 4u ? 2u : NV == 2u ? 1u : 0u)
 
 layout(local_size_x = 128) in;
 
@@ -94,6 +98,19 @@ shared uint sh_vrow[TK];             // the value row of each key of the tile
 uint page_row_of(int id, uint j) { return min(uint(max(id, 0)) * page_size + j % page_size, k_cap - 1u); }
 uint page_row(uint list, uint j) { return page_row_of(rows.v[list + j / page_size], j); }
 #endif
+
+// Element m of a per-vector array by unrolled selects: indexed by a variable, the array would
+// live in local memory for the whole kernel.
+bool pick(bool a[GMAX], uint m) {
+  bool r = false;
+  [[unroll]] for (uint x = 0u; x < GMAX; ++x) r = x == m ? a[x] : r;
+  return r;
+}
+float pick(vec4 a[GV], uint m) {
+  float r = 0.0;
+  [[unroll]] for (uint x = 0u; x < GMAX; ++x) r = x == m ? a[x >> 2][x & 3u] : r;
+  return r;
+}
 
 void main() {
   const uint t = gl_LocalInvocationID.x;
@@ -167,7 +184,7 @@ void main() {
       const uint m = i / D4;
       const uint src = (((r0 + m / hb) * n_heads + h0 + m % hb) * D + (i % D4) * 4u);
       sh_q[m * D4 + i % D4] =
-          valid[m] ? vec4(q.v[src], q.v[src + 1u], q.v[src + 2u], q.v[src + 3u]) : vec4(0.0);
+          pick(valid, m) ? vec4(q.v[src], q.v[src + 1u], q.v[src + 2u], q.v[src + 3u]) : vec4(0.0);
     }
     barrier();
 
@@ -197,38 +214,60 @@ void main() {
       for (uint p0 = 0u; p0 < TK; p0 += NP * KPP) {
         float dots[NP][GMAX];
         [[unroll]] for (uint h = 0u; h < NP; ++h) {
-          [[unroll]] for (uint m = 0u; m < GMAX; ++m) dots[h][m] = 0.0;
-          const uint j = tb + p0 + h * KPP + kidx;
-          if (p0 + h * KPP + kidx < TK && j < ke) {
+          // Unconditional loads: a key past the split (or the tile) reads key ke - 1 and its dots
+          // are never used, so the NP passes' loads go out together.
+          const uint j = min(tb + p0 + h * KPP + kidx, ke - 1u);
 #if SETS
-            const uint krow = uint(rows.v[first + j]);
+          const uint krow = uint(rows.v[first + j]);
 #elif PAGES
-            const uint krow = page_row(list, j);
+          const uint krow = page_row(list, j);
 #else
-            const uint krow = j;
+          const uint krow = j;
 #endif
-            const uint kr = (k_base + krow) * D;
-            vec4 ka, kb2;
-            kv_oct(k, kr + 8u * lk, ka, kb2);
+          const uint kr = (k_base + krow) * D;
+          vec4 ka, kb2;
+          kv_oct(k, kr + 8u * lk, ka, kb2);
+          [[unroll]] for (uint m = 0u; m < GMAX; ++m)
+            dots[h][m] = m < M ? dot(ka, q_regs ? qa[m] : sh_q[m * D4 + 2u * lk]) +
+                                     dot(kb2, q_regs ? qb[m] : sh_q[m * D4 + 2u * lk + 1u])
+                               : 0.0;
+          for (uint e = 8u * (lk + LK); e < D; e += 8u * LK) {
+            kv_oct(k, kr + e, ka, kb2);
+            const uint qe = e >> 2;
             [[unroll]] for (uint m = 0u; m < GMAX; ++m)
-              if (m < M)
-                dots[h][m] = dot(ka, q_regs ? qa[m] : sh_q[m * D4 + 2u * lk]) +
-                             dot(kb2, q_regs ? qb[m] : sh_q[m * D4 + 2u * lk + 1u]);
-            for (uint e = 8u * (lk + LK); e < D; e += 8u * LK) {
-              kv_oct(k, kr + e, ka, kb2);
-              const uint qe = e >> 2;
-              [[unroll]] for (uint m = 0u; m < GMAX; ++m)
-                if (m < M) dots[h][m] += dot(ka, sh_q[m * D4 + qe]) + dot(kb2, sh_q[m * D4 + qe + 1u]);
-            }
+              if (m < M) dots[h][m] += dot(ka, sh_q[m * D4 + qe]) + dot(kb2, sh_q[m * D4 + qe + 1u]);
           }
         }
-        [[unroll]] for (uint h = 0u; h < NP; ++h) {
-          [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
-            if (m < M) {
-              float x = dots[h][m];
-              for (uint sh = LK >> 1; sh > 0u; sh >>= 1) x += subgroupShuffleXor(x, sh);
+        // The run's partial dots meet. With a run of at least NV lanes, a reduce-scatter: each
+        // xor step keeps half of a lane's values and adds the other half of its partner's, so
+        // after log2 NV steps (NV - 1 shuffles, all of a step independent) lane lk holds value
+        // lk / (LK / NV), summed over the remaining lanes by plain xor steps. (One xor chain
+        // per value, 4 x 16 dependent shuffles a pass, left the kernel waiting on shuffle
+        // latency: with no loads at all it took 66 us at 32K keys, H200.)
+        if (LK >= NV) {
+          float x[NV];
+          [[unroll]] for (uint h = 0u; h < NP; ++h)
+            [[unroll]] for (uint m = 0u; m < GMAX; ++m) x[h * GMAX + m] = dots[h][m];
+          uint o = LK >> 1;
+          [[unroll]] for (uint st = 0u; st < LOG_NV; ++st) {
+            const uint hn = NV >> (st + 1u);
+            const bool up = (lk & o) != 0u;
+            [[unroll]] for (uint i = 0u; i < hn; ++i)
+              x[i] = (up ? x[i + hn] : x[i]) + subgroupShuffleXor(up ? x[i] : x[i + hn], o);
+            o >>= 1;
+          }
+          for (; o > 0u; o >>= 1) x[0] += subgroupShuffleXor(x[0], o);
+          const uint per = LK / NV;  // lanes holding each value
+          const uint i = lk / per, h = i / GMAX, m = i % GMAX, u = p0 + h * KPP + kidx;
+          if (lk % per == 0u && m < M && u < TK) sh_p[(m * TK + u) >> 2][u & 3u] = x[0];
+        } else {
+          for (uint sh = LK >> 1; sh > 0u; sh >>= 1)
+            [[unroll]] for (uint h = 0u; h < NP; ++h)
+              [[unroll]] for (uint m = 0u; m < GMAX; ++m) dots[h][m] += subgroupShuffleXor(dots[h][m], sh);
+          [[unroll]] for (uint h = 0u; h < NP; ++h) {
+            [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
               const uint u = p0 + h * KPP + kidx;
-              if (lk == 0u && u < TK) sh_p[(m * TK + u) >> 2][u & 3u] = x;
+              if (m < M && lk == 0u && u < TK) sh_p[(m * TK + u) >> 2][u & 3u] = dots[h][m];
             }
           }
         }
@@ -283,14 +322,10 @@ void main() {
         const uint nt = min(TK, ke - tb);
         for (uint u4 = kl; 4u * u4 < nt; u4 += KL) {
           vec4 va[4], vb[4];
-          [[unroll]] for (uint x = 0u; x < 4u; ++x) {
-            const uint u = 4u * u4 + x;
-            if (u < nt) {
-              kv_oct(v, (v_base + sh_vrow[u]) * D + col, va[x], vb[x]);
-            } else {
-              va[x] = vb[x] = vec4(0.0);
-            }
-          }
+          // Unconditional loads: a key past the tile's end reads the tile's last value row (its
+          // weight is 0).
+          [[unroll]] for (uint x = 0u; x < 4u; ++x)
+            kv_oct(v, (v_base + sh_vrow[min(4u * u4 + x, nt - 1u)]) * D + col, va[x], vb[x]);
           [[unroll]] for (uint m = 0u; m < GMAX; ++m) {
             if (m < M) {
               const vec4 p = sh_p[m * (TK / 4u) + u4];
@@ -324,7 +359,7 @@ void main() {
     }
     for (uint i = t; i < M * D4; i += WG) {
       const uint m = i / D4, d4 = i % D4;
-      if (!valid[m]) continue;
+      if (!pick(valid, m)) continue;
       vec4 o = vec4(0.0);
       for (uint x = 0u; x < slots; ++x) o += sh_q[x * GMAX * D4 + m * D4 + d4];
       float lt = 0.0;
@@ -337,7 +372,7 @@ void main() {
       dst_o.v[dst + 1u] = res.y;
       dst_o.v[dst + 2u] = res.z;
       dst_o.v[dst + 3u] = res.w;
-      if (d4 == 0u) dst_lse.v[slot] = lt > 0.0 ? m_run[m >> 2][m & 3u] + log(lt) : NEG_INF;
+      if (d4 == 0u) dst_lse.v[slot] = lt > 0.0 ? pick(m_run, m) + log(lt) : NEG_INF;
     }
   }
 }
