@@ -14,6 +14,7 @@
 //! variant attention_combine
 #version 460
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "attention.glsl"
@@ -60,10 +61,23 @@ void main() {
     barrier();
     float total = 0.0;
     for (uint i = 0u; i < gl_NumSubgroups; ++i) total += sh_red[i];
+    // Loads with no condition (an empty split's partial is zeros, its weight 0), four a round,
+    // so that they go out together: a load behind a weight test waited for the one before it.
     vec4 acc = vec4(0.0);
-    if (g < G)
-      for (uint s = g; s < splits; s += G)
-        if (sh_w[s] > 0.0) acc += sh_w[s] * uintBitsToFloat(quads(part_o).v[((pl + s) * head_dim >> 2) + d4]);
+    if (g < G) {
+      quads po = quads(part_o);
+      const uint last = (pl + splits - 1u) * head_dim >> 2;
+      for (uint s = g; s < splits; s += 4u * G) {
+        vec4 x[4];
+        float w[4];
+        [[unroll]] for (uint u = 0u; u < 4u; ++u) {
+          const uint su = s + u * G;
+          x[u] = uintBitsToFloat(po.v[min(((pl + su) * head_dim >> 2), last) + d4]);
+          w[u] = su < splits ? sh_w[su] : 0.0;
+        }
+        [[unroll]] for (uint u = 0u; u < 4u; ++u) acc += w[u] > 0.0 ? w[u] * x[u] : vec4(0.0);
+      }
+    }
     sh_acc[t] = acc;
     barrier();
     if (t < D4) {
