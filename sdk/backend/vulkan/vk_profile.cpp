@@ -18,6 +18,22 @@ bool profile_requested() {
   return e && std::strcmp(e, "1") == 0;
 }
 
+bool host_profile_requested() {
+  const char* e = std::getenv("SA_VULKAN_PROFILE");
+  return e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "host") == 0);
+}
+
+host_profile::~host_profile() {
+  std::fprintf(stderr,
+               "SA_VULKAN_PROFILE host: %llu submissions, %.3f ms in vkQueueSubmit (%.1f us each); %llu fence "
+               "waits, %.3f ms (%.1f us each); steps: %llu replayed, %llu recorded, %llu eager\n",
+               static_cast<unsigned long long>(submits), submit_s * 1e3,
+               submits ? submit_s * 1e6 / static_cast<double>(submits) : 0.0, static_cast<unsigned long long>(waits),
+               wait_s * 1e3, waits ? wait_s * 1e6 / static_cast<double>(waits) : 0.0,
+               static_cast<unsigned long long>(replayed), static_cast<unsigned long long>(recorded),
+               static_cast<unsigned long long>(eager));
+}
+
 std::unique_ptr<dispatch_profile> dispatch_profile::open(const std::shared_ptr<context>& ctx) {
   uint32_t n = 0;
   vk.vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical(), &n, nullptr);

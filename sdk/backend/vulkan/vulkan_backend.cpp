@@ -1,6 +1,7 @@
 #include "backend/vulkan/vulkan_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -43,6 +44,8 @@ vulkan_backend::vulkan_backend(int32_t device) : ctx_(context::get(device)) {
     profile_ = dispatch_profile::open(ctx_);
     if (profile_) recordings_ = false;
   }
+  // SA_VULKAN_PROFILE=host (or 1) counts the host's side: submissions, fence waits, steps.
+  if (host_profile_requested()) host_ = std::make_unique<host_profile>();
 }
 
 vulkan_backend::~vulkan_backend() {
@@ -51,6 +54,12 @@ vulkan_backend::~vulkan_backend() {
     wait_all();
   } catch (...) {
     ctx_->wait_idle();
+  }
+  if (host_) {
+    host_->eager = counts_.eager;
+    host_->recorded = counts_.recorded;
+    host_->replayed = counts_.replayed;
+    host_.reset();  // reports
   }
   const VkDevice d = ctx_->device();
   for (auto& [key, st] : steps_)
@@ -202,7 +211,12 @@ void vulkan_backend::submit(VkCommandBuffer cb, bool recycle) {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cb;
   try {
+    const auto t0 = std::chrono::steady_clock::now();
     ctx_->submit(si, fence);
+    if (host_) {
+      ++host_->submits;
+      host_->submit_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
   } catch (...) {
     free_fences_.push_back(fence);
     throw;
@@ -230,7 +244,12 @@ void vulkan_backend::wait_all() {
   while (!pending_.empty()) {
     const submission s = pending_.front();
     pending_.pop_front();
+    const auto t0 = std::chrono::steady_clock::now();
     const VkResult r = vk.vkWaitForFences(d, 1, &s.fence, VK_TRUE, UINT64_MAX);
+    if (host_) {
+      ++host_->waits;
+      host_->wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (r != VK_SUCCESS && failed == VK_SUCCESS) failed = r;
     vk.vkResetFences(d, 1, &s.fence);
     free_fences_.push_back(s.fence);

@@ -255,6 +255,7 @@ class vulkan_backend final : public backend {
   step_counts counts_;
   bool recordings_ = true;
   std::unique_ptr<dispatch_profile> profile_;  // SA_VULKAN_PROFILE=1, else null
+  std::unique_ptr<host_profile> host_;         // SA_VULKAN_PROFILE=1 or host, else null
 };
 
 }  // namespace sa::vk
