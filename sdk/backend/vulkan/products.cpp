@@ -64,6 +64,10 @@ constexpr shader k_embed[7] = {shader::embed_f32,  shader::embed_f16,  shader::e
                                shader::embed_q4_0, shader::embed_q4_k, shader::embed_q6_k};
 constexpr shader k_gemm[7] = {shader::gemm_f32,  shader::gemm_f16,  shader::gemm_bf16, shader::gemm_q8_0,
                               shader::gemm_q4_0, shader::gemm_q4_k, shader::gemm_q6_k};
+// gemm_coop.comp, by weight type (none for f32 weights, whose products stay in f32).
+constexpr shader k_gemm_coop[7] = {shader::gemm_f32,       shader::gemm_coop_f16,  shader::gemm_coop_bf16,
+                                   shader::gemm_coop_q8_0, shader::gemm_coop_q4_0, shader::gemm_coop_q4_k,
+                                   shader::gemm_coop_q6_k};
 constexpr shader k_gemv[7][4] = {
     {shader::gemv_f32_x1, shader::gemv_f32_x2, shader::gemv_f32_x4, shader::gemv_f32_x8},
     {shader::gemv_f16_x1, shader::gemv_f16_x2, shader::gemv_f16_x4, shader::gemv_f16_x8},
@@ -168,12 +172,16 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
   }
 
   const int64_t gx = (widest + k_tile - 1) / k_tile, gy = (n + k_tile - 1) / k_tile;
+  // On the tensor units where the device offers NVIDIA's cooperative matrices: the same tiles
+  // and push constants, x and the weights in f16 with f32 sums, for widths of whole 32-wide
+  // steps; f32 weights keep the f32 GEMM.
+  const shader gemm = t != 0 && cols % 32 == 0 && be.ctx().coop_f16() ? k_gemm_coop[t] : k_gemm[t];
   if (gx > be.max_groups() || gy > be.max_groups())
     fail(SA_ERR_UNSUPPORTED, "%s: %lld rows of x into %lld outputs (the Vulkan GEMM takes 64 x %u of each)", op,
          static_cast<long long>(n), static_cast<long long>(widest), be.max_groups());
   if (m != mode::swiglu) {
     pc.mode = static_cast<uint32_t>(m) | count;
-    be.dispatch(k_gemm[t], pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
+    be.dispatch(gemm, pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
                 static_cast<uint32_t>(w.size()));
     return;
   }
@@ -182,7 +190,7 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
   const uint64_t up = be.scratch(0, static_cast<size_t>(n * n_ff) * sizeof(float));
   pc.y[1] = up;
   pc.mode = static_cast<uint32_t>(mode::store) | (2u << 4);
-  be.dispatch(k_gemm[t], pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 2);
+  be.dispatch(gemm, pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 2);
   // shaders/elementwise.comp's push constants (sdk/backend/vulkan/elementwise.cpp).
   struct {
     uint64_t a, b, out;

@@ -35,9 +35,10 @@ namespace sa::vk {
   X(vkDestroyDebugUtilsMessengerEXT)
 
 // Entry points of optional device extensions: null where the driver lacks them.
-#define SA_VK_OPTIONAL_FUNCTIONS(X)            \
-  X(vkGetPipelineExecutablePropertiesKHR)      \
-  X(vkGetPipelineExecutableStatisticsKHR)
+#define SA_VK_OPTIONAL_FUNCTIONS(X)                \
+  X(vkGetPipelineExecutablePropertiesKHR)          \
+  X(vkGetPipelineExecutableStatisticsKHR)          \
+  X(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
 
 #define SA_VK_DEVICE_FUNCTIONS(X)      \
   X(vkDestroyDevice)                   \

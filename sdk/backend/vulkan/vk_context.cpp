@@ -57,22 +57,30 @@ bool has_extension(const std::vector<VkExtensionProperties>& list, const char* n
   return false;
 }
 
+// The device's extension features or properties into the structures chained at `next`.
+void features_of(VkPhysicalDevice d, void* next) {
+  VkPhysicalDeviceFeatures2 f{};
+  f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f.pNext = next;
+  vk.vkGetPhysicalDeviceFeatures2(d, &f);
+}
+void properties_of(VkPhysicalDevice d, void* next) {
+  VkPhysicalDeviceProperties2 p{};
+  p.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  p.pNext = next;
+  vk.vkGetPhysicalDeviceProperties2(d, &p);
+}
+
 // Why `d` does not qualify (empty when it does); fills family.
 std::string disqualification(VkPhysicalDevice d, const VkPhysicalDeviceProperties& p, uint32_t& family) {
   if (p.apiVersion < VK_API_VERSION_1_2) return "it offers Vulkan below 1.2";
   VkPhysicalDeviceVulkan12Features f12{};
   f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-  VkPhysicalDeviceFeatures2 f{};
-  f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  f.pNext = &f12;
-  vk.vkGetPhysicalDeviceFeatures2(d, &f);
+  features_of(d, &f12);
   if (!f12.bufferDeviceAddress) return "it lacks buffer device addresses";
   VkPhysicalDeviceSubgroupProperties sg{};
   sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
-  VkPhysicalDeviceProperties2 p2{};
-  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  p2.pNext = &sg;
-  vk.vkGetPhysicalDeviceProperties2(d, &p2);
+  properties_of(d, &sg);
   const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
                                       VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT;
   if (!(sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) || (sg.supportedOperations & need) != need)
@@ -224,6 +232,36 @@ std::shared_ptr<context> context::get(int32_t index) {
   return c;
 }
 
+bool context::coop_f16_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
+  const char* env = std::getenv("SA_VULKAN_COOP");
+  if ((env && std::strcmp(env, "0") == 0) || subgroup_size_ != 32 ||
+      !has_extension(dev_exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
+      !vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
+    return false;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
+  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  VkPhysicalDeviceVulkan12Features f12{};
+  f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  f12.pNext = &coop;
+  features_of(physical_, &f12);
+  if (!coop.cooperativeMatrix || !f12.shaderFloat16) return false;
+  VkPhysicalDeviceCooperativeMatrixPropertiesNV cp{};
+  cp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  properties_of(physical_, &cp);
+  if (!(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
+  uint32_t n = 0;
+  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical_, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> shapes(n);
+  for (VkCooperativeMatrixPropertiesNV& c : shapes) c.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical_, &n, shapes.data()) != VK_SUCCESS) return false;
+  for (const VkCooperativeMatrixPropertiesNV& c : shapes)
+    if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        c.BType == VK_COMPONENT_TYPE_FLOAT16_NV && c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        c.DType == VK_COMPONENT_TYPE_FLOAT32_NV && c.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  return false;
+}
+
 context::context(int32_t index) : index_(index) {
   instance_state& st = the_instance();
   if (index < 0 || static_cast<size_t>(index) >= st.devices.size()) {
@@ -248,10 +286,7 @@ context::context(int32_t index) : index_(index) {
   has_float64_ = have.features.shaderFloat64 == VK_TRUE;
   VkPhysicalDeviceSubgroupProperties sg{};
   sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
-  VkPhysicalDeviceProperties2 p2{};
-  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  p2.pNext = &sg;
-  vk.vkGetPhysicalDeviceProperties2(physical_, &p2);
+  properties_of(physical_, &sg);
   subgroup_size_ = sg.subgroupSize;
   VkPhysicalDeviceVulkan12Features f12{};
   f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
@@ -276,6 +311,18 @@ context::context(int32_t index) : index_(index) {
     exec.pipelineExecutableInfo = VK_TRUE;
     f12.pNext = &exec;
     capture_statistics_ = true;
+  }
+  // NVIDIA's cooperative matrices for the prefill products, where the device offers the shape
+  // gemm_coop.comp multiplies in.
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
+  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  if (coop_f16_offered(dev_exts)) {
+    exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    coop.cooperativeMatrix = VK_TRUE;
+    f12.shaderFloat16 = VK_TRUE;
+    coop.pNext = f12.pNext;
+    f12.pNext = &coop;
+    coop_f16_ = true;
   }
   VkDeviceCreateInfo di{};
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;

@@ -57,6 +57,10 @@ class context {
   bool has_float64() const { return has_float64_; }
   // The device's subgroup size (shaders read gl_SubgroupSize; this is for sizing grids).
   uint32_t subgroup_size() const { return subgroup_size_; }
+  // Whether the prefill products may run on the tensor units (gemm_coop.comp): the device offers
+  // NVIDIA's cooperative matrices with 16 x 16 x 16 steps of f16 inputs and f32 sums, f16 in
+  // shaders and subgroups of 32, and SA_VULKAN_COOP is not 0 (a diagnostic).
+  bool coop_f16() const { return coop_f16_; }
   // Submits to the device's queue (shared by every backend on it, hence the lock).
   void submit(const VkSubmitInfo& info, VkFence fence);
   // Waits until the queue has run everything submitted to it.
@@ -93,6 +97,9 @@ class context {
   uint32_t memory_type(memory_kind kind) const;
   uint32_t new_block(memory_kind kind, VkDeviceSize bytes, bool dedicated);
 
+  // Whether this device offers gemm_coop.comp's cooperative matrices (see coop_f16()).
+  bool coop_f16_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
+
   int32_t index_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkPhysicalDeviceProperties props_{};
@@ -103,6 +110,7 @@ class context {
   bool has_float64_ = false;
   bool capture_statistics_ = false;  // pipelines made with their statistics (profiling)
   uint32_t subgroup_size_ = 0;
+  bool coop_f16_ = false;
   std::mutex queue_mutex_;
   std::mutex memory_mutex_;
   std::array<std::vector<block>, 3> pools_;  // by memory_kind
