@@ -76,10 +76,10 @@ TEST_P(cpu_kernels, register_blocks_equal_the_reference_dot_products_bitwise) {
     const auto blk = sa::cpu::active_kernels().dot_block;
     for (int64_t n : {1, 7, 8, 9, 31, 100, 4096})
       for (int64_t rows = 1; rows <= 4; ++rows)
-        for (int64_t nx = 1; nx <= 2; ++nx) {
+        for (int64_t nx = 1; nx <= 3; ++nx) {
           const std::vector<float> w = sa_test::random_normal(static_cast<size_t>(rows * n), static_cast<uint64_t>(n + rows));
           const std::vector<float> x = sa_test::random_normal(static_cast<size_t>(nx * n), static_cast<uint64_t>(7 * n + nx));
-          float got[8];
+          float got[12];
           blk(w.data(), rows, x.data(), nx, n, got);
           for (int64_t i = 0; i < nx; ++i)
             for (int64_t r = 0; r < rows; ++r) {

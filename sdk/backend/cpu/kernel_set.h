@@ -126,7 +126,7 @@ struct kernels {
   void (*dot_rows)(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const float* x,
                    int64_t n_in, float* out);
   bool (*dot_rows_types)(dtype type);
-  // out[i * 4 + r] = w[r] . x[i] for r < rows <= 4 and i < nx <= 2: w [rows][n] and x [nx][n]
+  // out[i * 4 + r] = w[r] . x[i] for r < rows <= 4 and i < nx <= 3: w [rows][n] and x [nx][n]
   // f32 (row stride n), each dot product as dot_f32 computes it. A prefill product's register
   // block (the reference: dot_f32 per pair; a SIMD set: eight independent sums where dot_f32
   // has one chain of adds).

@@ -245,6 +245,7 @@ SA_AVX2 void dot_block_full(const float* w, const float* x, int64_t n, float* ou
 }
 
 SA_AVX2 void dot_block_avx2(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out) {
+  if (rows == 4 && nx == 3) return dot_block_full<3>(w, x, n, out);
   if (rows == 4 && nx == 2) return dot_block_full<2>(w, x, n, out);
   if (rows == 4 && nx == 1) return dot_block_full<1>(w, x, n, out);
   for (int64_t i = 0; i < nx; ++i)

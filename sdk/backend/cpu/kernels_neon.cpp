@@ -267,6 +267,10 @@ void dot_rows_neon(dtype type, const uint8_t* w, size_t row_size, int64_t rows, 
 }
 
 void dot_block_neon(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out) {
+  if (rows == 4 && nx == 3) {  // three blocks of 4 x 3 would spill NEON's 32 registers
+    dot_block_full<2>(w, x, n, out);
+    return dot_block_full<1>(w, x + 2 * n, n, out + 8);
+  }
   if (rows == 4 && nx == 2) return dot_block_full<2>(w, x, n, out);
   if (rows == 4 && nx == 1) return dot_block_full<1>(w, x, n, out);
   for (int64_t i = 0; i < nx; ++i)
