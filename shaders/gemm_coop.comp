@@ -39,19 +39,7 @@ const uint WG = 128u;
 
 layout(local_size_x = 128) in;
 
-// The products' push constants (gemm.comp's, sdk/backend/vulkan/products.cpp products_pc).
-layout(push_constant) uniform params {
-  floats x;         // [n][cols]
-  uvec2 w[3];       // weight bases (device addresses)
-  uvec2 y[3];       // outputs
-  uint planes[9];   // word offsets of planes 1..3 of weight j at 3j .. 3j+2
-  uint rows[3];     // rows of weight j (= width of y_j)
-  uint n;           // rows of x
-  uint cols;        // width of x and of every weight, a multiple of 32
-  uint mode;        // bits 0-1: 0 store, 1 accumulate; bits 4-5: weights
-  float eps;        // unused here (gemv.comp's norm)
-  uvec2 g;          // unused here
-};
+#include "gemm_params.glsl"
 
 shared float16_t xs[TILE * LDS];  // [x row of the tile][k]
 shared float16_t ws[TILE * LDS];  // [weight row of the tile][k]
