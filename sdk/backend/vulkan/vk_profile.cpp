@@ -23,15 +23,15 @@ bool host_profile_requested() {
   return e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "host") == 0);
 }
 
-host_profile::~host_profile() {
+void host_profile::report(const backend::step_counts& steps) const {
   std::fprintf(stderr,
                "SA_VULKAN_PROFILE host: %llu submissions, %.3f ms in vkQueueSubmit (%.1f us each); %llu fence "
                "waits, %.3f ms (%.1f us each); steps: %llu replayed, %llu recorded, %llu eager\n",
                static_cast<unsigned long long>(submits), submit_s * 1e3,
                submits ? submit_s * 1e6 / static_cast<double>(submits) : 0.0, static_cast<unsigned long long>(waits),
                wait_s * 1e3, waits ? wait_s * 1e6 / static_cast<double>(waits) : 0.0,
-               static_cast<unsigned long long>(replayed), static_cast<unsigned long long>(recorded),
-               static_cast<unsigned long long>(eager));
+               static_cast<unsigned long long>(steps.replayed), static_cast<unsigned long long>(steps.recorded),
+               static_cast<unsigned long long>(steps.eager));
 }
 
 std::unique_ptr<dispatch_profile> dispatch_profile::open(const std::shared_ptr<context>& ctx) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/vulkan/vk_api.h"
 
 namespace sa::vk {
@@ -26,15 +27,14 @@ bool profile_requested();
 // steps (host_profile), which `host` measures with recorded steps replayed as usual.
 bool host_profile_requested();
 
-// The host's side of a backend's work: its submissions, its waits on fences and the steps it
-// replayed, recorded or ran eagerly. Reported to stderr when the backend goes. It tells a step's
-// host cost from its GPU time: the shipped model's steps on NVIDIA's driver spend 4-6 us in
-// each vkQueueSubmit and the rest of their 0.28 ms waiting on fences, i.e. on the GPU.
+// The host's side of a backend's work: its submissions and its waits on fences, reported to
+// stderr with the steps it replayed, recorded or ran eagerly when the backend goes. It tells a
+// step's host cost from its GPU time: the shipped model's steps on NVIDIA's driver spend 4-6 us
+// in each vkQueueSubmit and the rest of their 0.28 ms waiting on fences, i.e. on the GPU.
 struct host_profile {
   uint64_t submits = 0, waits = 0;
   double submit_s = 0, wait_s = 0;
-  uint64_t eager = 0, recorded = 0, replayed = 0;  // the backend's step counts at the end
-  ~host_profile();
+  void report(const backend::step_counts& steps) const;
 };
 
 class dispatch_profile {
