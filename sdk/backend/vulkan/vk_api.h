@@ -10,6 +10,39 @@
 
 #include <string>
 
+// VK_KHR_cooperative_matrix as the registry defines it (headers 1.3.255 and later), for the older
+// headers some distributions ship: the values and layouts this backend reads.
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_cooperative_matrix 1
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR static_cast<VkStructureType>(1000506000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR static_cast<VkStructureType>(1000506001)
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR static_cast<VkStructureType>(1000506002)
+typedef enum VkComponentTypeKHR { VK_COMPONENT_TYPE_FLOAT16_KHR = 0, VK_COMPONENT_TYPE_FLOAT32_KHR = 1 } VkComponentTypeKHR;
+typedef enum VkScopeKHR { VK_SCOPE_SUBGROUP_KHR = 3 } VkScopeKHR;
+typedef struct VkCooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MSize, NSize, KSize;
+  VkComponentTypeKHR AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeKHR scope;
+} VkCooperativeMatrixPropertiesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkShaderStageFlags cooperativeMatrixSupportedStages;
+} VkPhysicalDeviceCooperativeMatrixPropertiesKHR;
+typedef VkResult(VKAPI_PTR* PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
+    VkPhysicalDevice physicalDevice, uint32_t* pPropertyCount, VkCooperativeMatrixPropertiesKHR* pProperties);
+#endif
+
 namespace sa::vk {
 
 #define SA_VK_GLOBAL_FUNCTIONS(X)        \
@@ -38,7 +71,8 @@ namespace sa::vk {
 #define SA_VK_OPTIONAL_FUNCTIONS(X)                \
   X(vkGetPipelineExecutablePropertiesKHR)          \
   X(vkGetPipelineExecutableStatisticsKHR)          \
-  X(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
+  X(vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) \
+  X(vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)
 
 #define SA_VK_DEVICE_FUNCTIONS(X)      \
   X(vkDestroyDevice)                   \

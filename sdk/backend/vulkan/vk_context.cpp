@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "backend/vulkan/coop_khr.h"
 #include "backend/vulkan/vk_profile.h"
 #include "core/error.h"
 
@@ -232,23 +233,17 @@ std::shared_ptr<context> context::get(int32_t index) {
   return c;
 }
 
-bool context::coop_f16_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
-  const char* env = std::getenv("SA_VULKAN_COOP");
-  if ((env && std::strcmp(env, "0") == 0) || subgroup_size_ != 32 ||
-      !has_extension(dev_exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
+bool context::nv_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
+  if (!has_extension(dev_exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
       !vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
     return false;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
   coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-  VkPhysicalDeviceVulkan12Features f12{};
-  f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-  f12.pNext = &coop;
-  features_of(physical_, &f12);
-  if (!coop.cooperativeMatrix || !f12.shaderFloat16) return false;
+  features_of(physical_, &coop);
   VkPhysicalDeviceCooperativeMatrixPropertiesNV cp{};
   cp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV;
   properties_of(physical_, &cp);
-  if (!(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
+  if (!coop.cooperativeMatrix || !(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
   uint32_t n = 0;
   if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical_, &n, nullptr) != VK_SUCCESS) return false;
   std::vector<VkCooperativeMatrixPropertiesNV> shapes(n);
@@ -260,6 +255,44 @@ bool context::coop_f16_offered(const std::vector<VkExtensionProperties>& dev_ext
         c.DType == VK_COMPONENT_TYPE_FLOAT32_NV && c.scope == VK_SCOPE_SUBGROUP_NV)
       return true;
   return false;
+}
+
+bool context::khr_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
+  if (!has_extension(dev_exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
+      !vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)
+    return false;
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop{};
+  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+  features_of(physical_, &coop);
+  VkPhysicalDeviceCooperativeMatrixPropertiesKHR cp{};
+  cp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+  properties_of(physical_, &cp);
+  if (!coop.cooperativeMatrix || !(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
+  uint32_t n = 0;
+  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(physical_, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesKHR> shapes(n);
+  for (VkCooperativeMatrixPropertiesKHR& c : shapes) c.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(physical_, &n, shapes.data()) != VK_SUCCESS) return false;
+  for (const VkCooperativeMatrixPropertiesKHR& c : shapes)
+    if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+        c.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && c.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+        c.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && !c.saturatingAccumulation &&
+        c.scope == VK_SCOPE_SUBGROUP_KHR)
+      return true;
+  return false;
+}
+
+coop_kind context::coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
+  const char* env = std::getenv("SA_VULKAN_COOP");
+  const std::string only = env ? env : "";
+  if (only == "0" || subgroup_size_ != 32) return coop_kind::none;
+  VkPhysicalDeviceVulkan12Features f12{};
+  f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  features_of(physical_, &f12);
+  if (!f12.shaderFloat16 || !f12.vulkanMemoryModel) return coop_kind::none;
+  if (only != "nv" && khr_coop_offered(dev_exts)) return coop_kind::khr;
+  if (only != "khr" && nv_coop_offered(dev_exts)) return coop_kind::nv;
+  return coop_kind::none;
 }
 
 context::context(int32_t index) : index_(index) {
@@ -312,17 +345,27 @@ context::context(int32_t index) : index_(index) {
     f12.pNext = &exec;
     capture_statistics_ = true;
   }
-  // NVIDIA's cooperative matrices for the prefill products, where the device offers the shape
-  // gemm_coop.comp multiplies in.
-  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
-  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-  if (coop_f16_offered(dev_exts)) {
-    exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    coop.cooperativeMatrix = VK_TRUE;
+  // Cooperative matrices for the prefill products, where the device offers the shape
+  // gemm_coop.comp multiplies in (the Khronos extension's where it has both).
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_nv{};
+  coop_nv.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  coop_nv.cooperativeMatrix = VK_TRUE;
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr{};
+  coop_khr.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+  coop_khr.cooperativeMatrix = VK_TRUE;
+  coop_ = coop_offered(dev_exts);
+  if (coop_ != coop_kind::none) {
+    exts.push_back(coop_ == coop_kind::khr ? VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME
+                                           : VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     f12.shaderFloat16 = VK_TRUE;
-    coop.pNext = f12.pNext;
-    f12.pNext = &coop;
-    coop_f16_ = true;
+    f12.vulkanMemoryModel = VK_TRUE;
+    if (coop_ == coop_kind::khr) {
+      coop_khr.pNext = f12.pNext;
+      f12.pNext = &coop_khr;
+    } else {
+      coop_nv.pNext = f12.pNext;
+      f12.pNext = &coop_nv;
+    }
   }
   VkDeviceCreateInfo di{};
   di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
@@ -529,6 +572,16 @@ VkPipeline context::pipeline(shader s) {
   mi.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
   mi.codeSize = code.n_words * sizeof(uint32_t);
   mi.pCode = code.words;
+  // Shaders written with NVIDIA's cooperative matrices, on the Khronos extension.
+  std::vector<uint32_t> khr;
+  if (coop_ == coop_kind::khr && uses_coop_nv(code.words, code.n_words)) {
+    std::string why;
+    if (!coop_nv_to_khr(code.words, code.n_words, &khr, &why))
+      fail(SA_ERR_BACKEND, "%s: its cooperative matrices could not be rewritten for VK_KHR_cooperative_matrix: %s",
+           code.name, why.c_str());
+    mi.codeSize = khr.size() * sizeof(uint32_t);
+    mi.pCode = khr.data();
+  }
   VkShaderModule module = VK_NULL_HANDLE;
   check(vk.vkCreateShaderModule(device_, &mi, nullptr, &module), "vkCreateShaderModule");
   VkComputePipelineCreateInfo pi{};

@@ -29,6 +29,8 @@ enum class memory_kind { device, upload, readback };
 
 class context;
 
+enum class coop_kind { none, nv, khr };
+
 // A range of one of the context's memory blocks, seen as a buffer.
 struct allocation {
   VkBuffer buffer = VK_NULL_HANDLE;  // the block's buffer (shared with other allocations)
@@ -57,10 +59,13 @@ class context {
   bool has_float64() const { return has_float64_; }
   // The device's subgroup size (shaders read gl_SubgroupSize; this is for sizing grids).
   uint32_t subgroup_size() const { return subgroup_size_; }
-  // Whether the prefill products may run on the tensor units (gemm_coop.comp): the device offers
-  // NVIDIA's cooperative matrices with 16 x 16 x 16 steps of f16 inputs and f32 sums, f16 in
-  // shaders and subgroups of 32, and SA_VULKAN_COOP is not 0 (a diagnostic).
-  bool coop_f16() const { return coop_f16_; }
+  // Which cooperative matrices the prefill products run on (gemm_coop.comp, written with
+  // NVIDIA's and rewritten for the Khronos extension by coop_khr.h): the device offers 16 x 16 x
+  // 16 steps of f16 inputs and f32 sums in subgroups of 32 through VK_KHR_cooperative_matrix
+  // (preferred) or VK_NV_cooperative_matrix, with f16 in shaders and the Vulkan memory model.
+  // SA_VULKAN_COOP=0 turns them off, =nv or =khr allows only that extension (diagnostics).
+  coop_kind coop() const { return coop_; }
+  bool coop_f16() const { return coop_ != coop_kind::none; }
   // Submits to the device's queue (shared by every backend on it, hence the lock).
   void submit(const VkSubmitInfo& info, VkFence fence);
   // Waits until the queue has run everything submitted to it.
@@ -97,8 +102,10 @@ class context {
   uint32_t memory_type(memory_kind kind) const;
   uint32_t new_block(memory_kind kind, VkDeviceSize bytes, bool dedicated);
 
-  // Whether this device offers gemm_coop.comp's cooperative matrices (see coop_f16()).
-  bool coop_f16_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
+  // Which of gemm_coop.comp's cooperative matrices this device offers (see coop()).
+  coop_kind coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
+  bool nv_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
+  bool khr_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
 
   int32_t index_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -110,7 +117,7 @@ class context {
   bool has_float64_ = false;
   bool capture_statistics_ = false;  // pipelines made with their statistics (profiling)
   uint32_t subgroup_size_ = 0;
-  bool coop_f16_ = false;
+  coop_kind coop_ = coop_kind::none;
   std::mutex queue_mutex_;
   std::mutex memory_mutex_;
   std::array<std::vector<block>, 3> pools_;  // by memory_kind
