@@ -79,7 +79,8 @@ constexpr shader k_gemv[7][4] = {
 };
 
 constexpr int64_t k_gemv_rows = 8;  // at most this many rows of x take the GEMV
-constexpr int64_t k_tile = 64;      // gemm.comp's output tile
+constexpr int64_t k_tile = 64;       // gemm.comp's output tile, and gemm_coop.comp's height
+constexpr int64_t k_coop_tile = 128;  // gemm_coop.comp's output tile width (its BN)
 constexpr int64_t k_word_limit = int64_t{1} << 31;
 
 // A weight's planes 1..3 as word offsets, after checking that it is a [rows][cols] weight the
@@ -171,11 +172,13 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
     return;
   }
 
-  const int64_t gx = (widest + k_tile - 1) / k_tile, gy = (n + k_tile - 1) / k_tile;
-  // On the tensor units where the device offers NVIDIA's cooperative matrices: the same tiles
-  // and push constants, x and the weights in f16 with f32 sums, for widths of whole 32-wide
-  // steps; f32 weights keep the f32 GEMM.
-  const shader gemm = t != 0 && cols % 32 == 0 && be.ctx().coop_f16() ? k_gemm_coop[t] : k_gemm[t];
+  // On the tensor units where the device offers cooperative matrices: the same push constants,
+  // x and the weights in f16 with f32 sums, 64 x 128 tiles, for widths of whole 32-wide steps and
+  // x on a 16-byte boundary; f32 weights keep the f32 GEMM.
+  const bool coop = t != 0 && cols % 32 == 0 && pc.x % 16 == 0 && be.ctx().coop_f16();
+  const int64_t tile_w = coop ? k_coop_tile : k_tile;
+  const int64_t gx = (widest + tile_w - 1) / tile_w, gy = (n + k_tile - 1) / k_tile;
+  const shader gemm = coop ? k_gemm_coop[t] : k_gemm[t];
   if (gx > be.max_groups() || gy > be.max_groups())
     fail(SA_ERR_UNSUPPORTED, "%s: %lld rows of x into %lld outputs (the Vulkan GEMM takes 64 x %u of each)", op,
          static_cast<long long>(n), static_cast<long long>(widest), be.max_groups());
