@@ -210,11 +210,7 @@ void gemm(const gpu_bench_options& o, json_out& js) {
   const shape shapes[] = {{"q/o 4096x4096", 4096, 4096}, {"gate/up 14336x4096", 4096, 14336},
                           {"down 4096x14336", 14336, 4096}};
   const int64_t M = o.batch;
-  std::string path = "the backend's own kernels";
-#ifdef SA_WITH_CUDA
-  if (const auto* cb = dynamic_cast<const sa::cuda::cuda_backend*>(&be))
-    path = std::string(cb->prefill_products()) + (cb->why_no_library().empty() ? "" : " (" + cb->why_no_library() + ")");
-#endif
+  const std::string path = be.prefill_products();
   std::printf("prefill products, %lld rows x Llama-3.1-8B shapes (2 M N K flops), by %s\n",
               static_cast<long long>(M), path.c_str());
   std::printf("%-6s %-20s %10s %10s\n", "type", "shape", "us", "TFLOP/s");

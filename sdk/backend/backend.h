@@ -170,6 +170,8 @@ class backend {
   // Identifies the memory space: backends with the same id can use each other's buffers (so
   // sessions on one device share one copy of a model's weights).
   virtual std::string device_id() const = 0;
+  // What runs the products of many rows (prefill), for benchmarks and reports.
+  virtual std::string prefill_products() const { return "the backend's own kernels"; }
   // The KV element type this backend uses when the session does not choose one.
   virtual dtype default_kv_type() const = 0;
   // Makes the calling thread ready to use this backend (a device backend selects its device);

@@ -445,8 +445,8 @@ void cuda_backend::gemm_products(const product_task* tasks, int32_t count, const
   }
 }
 
-const char* cuda_backend::prefill_products() const {
-  return lt_ ? "cuBLASLt" : "mma.sync kernel";
+std::string cuda_backend::prefill_products() const {
+  return lt_ ? std::string("cuBLASLt") : "mma.sync kernel" + (lt_why_.empty() ? "" : " (" + lt_why_ + ")");
 }
 
 void cuda_backend::matmul(const tensor& w, const tensor& x, const tensor& y) {

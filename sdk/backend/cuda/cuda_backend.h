@@ -174,10 +174,9 @@ class cuda_backend final : public backend {
 
   step_counts steps() const override { return counts_; }
   cudaStream_t stream() const { return stream_; }
-  // What runs the products of many rows: "cuBLASLt" or "mma.sync kernel"; why_no_library()
-  // says why the library is not used.
-  const char* prefill_products() const;
-  const std::string& why_no_library() const { return lt_why_; }
+  // What runs the products of many rows: "cuBLASLt", or "mma.sync kernel" and why the library is
+  // not used.
+  std::string prefill_products() const override;
 
  private:
   // A scratch buffer that only grows; growing invalidates recorded steps.

@@ -47,6 +47,11 @@ class vulkan_backend final : public backend {
   ~vulkan_backend() override;
   const char* name() const override { return "vulkan"; }
   std::string device_id() const override { return "vulkan:" + std::to_string(ctx_->index()); }
+  std::string prefill_products() const override {
+    return ctx_->coop() == coop_kind::khr  ? "cooperative matrices (VK_KHR_cooperative_matrix)"
+           : ctx_->coop() == coop_kind::nv ? "cooperative matrices (VK_NV_cooperative_matrix)"
+                                           : "f32 tiles";
+  }
   dtype default_kv_type() const override { return dtype::f16; }
 
   buffer_ptr alloc(size_t bytes) override;
