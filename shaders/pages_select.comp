@@ -25,9 +25,9 @@
 // Work split: a workgroup of 256 per ranker. A radix select finds the take-th largest key of
 // the others (a float mapped to a u32 whose unsigned order is the float order, -0 taken as
 // +0 since it ties +0 on the CPU): 4 passes of 8 bits, each a shared-memory histogram of the
-// keys that match the digits fixed so far, then one invocation walks the 256 bins down to the
-// bin holding it. Every page above the threshold key is taken, and of those equal to it the
-// lowest `ties` pages. An ordered compaction then walks the pages in chunks of 256: a
+// keys that match the digits fixed so far, then a workgroup scan of the 256 bins from the top
+// finds the bin holding it. Every page above the threshold key is taken, and of those equal to
+// it the lowest `ties` pages. An ordered compaction then walks the pages in chunks of 256: a
 // workgroup exclusive scan (subgroup scans and shared totals) of (taken, tie) counts packed
 // in one word gives each taken page its output slot. Scores stay in global memory (any
 // number of pages; no shared-memory bound). Bytes: the ranker's scores read 5 times (4
@@ -194,13 +194,13 @@ void main() {
         if ((key & mask) == prefix) atomicAdd(sh_hist[(key >> shift) & 255u], 1u);
       }
       barrier();
-      if (t == 0u) {
-        uint above = 0u, b = 255u;
-        for (;; --b) {
-          const uint c = sh_hist[b];
-          if (above + c >= want || b == 0u) break;
-          above += c;
-        }
+      // The bin holding the want-th largest key: invocation t holds bin 255 - t, and the keys
+      // in the bins above it come from a scan in that (descending) order; the last bin takes
+      // what is left.
+      const uint b = 255u - t, c = sh_hist[b];
+      uint all;
+      const uint above = scan(c, all);
+      if (above < want && (above + c >= want || b == 0u)) {
         sh_pick[0] = prefix | (b << shift);
         sh_pick[1] = want - above;
       }
