@@ -282,10 +282,23 @@ bool context::khr_coop_offered(const std::vector<VkExtensionProperties>& dev_ext
   return false;
 }
 
+bool context::subgroups_of_32_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
+  if (!has_extension(dev_exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) return false;
+  VkPhysicalDeviceSubgroupSizeControlFeatures f{};
+  f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+  features_of(physical_, &f);
+  VkPhysicalDeviceSubgroupSizeControlProperties p{};
+  p.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
+  properties_of(physical_, &p);
+  return f.subgroupSizeControl && f.computeFullSubgroups && p.minSubgroupSize <= 32 && p.maxSubgroupSize >= 32 &&
+         (p.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) && p.maxComputeWorkgroupSubgroups >= 8;
+}
+
 coop_kind context::coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
   const char* env = std::getenv("SA_VULKAN_COOP");
   const std::string only = env ? env : "";
-  if (only == "0" || subgroup_size_ != 32) return coop_kind::none;
+  // gemm_coop.comp's workgroups are subgroups of 32: the device's size, or one it can be asked for.
+  if (only == "0" || (subgroup_size_ != 32 && !subgroups_of_32_offered(dev_exts))) return coop_kind::none;
   VkPhysicalDeviceVulkan12Features f12{};
   f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   features_of(physical_, &f12);
@@ -353,7 +366,19 @@ context::context(int32_t index) : index_(index) {
   VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop_khr{};
   coop_khr.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
   coop_khr.cooperativeMatrix = VK_TRUE;
+  VkPhysicalDeviceSubgroupSizeControlFeatures sizes{};
+  sizes.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
   coop_ = coop_offered(dev_exts);
+  if (coop_ != coop_kind::none && subgroups_of_32_offered(dev_exts)) {
+    // Its pipelines ask for full subgroups of 32 (AMD's default is 64; on NVIDIA the request
+    // states what the device does anyway).
+    exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    sizes.subgroupSizeControl = VK_TRUE;
+    sizes.computeFullSubgroups = VK_TRUE;
+    sizes.pNext = f12.pNext;
+    f12.pNext = &sizes;
+    coop_subgroups_of_32_ = true;
+  }
   if (coop_ != coop_kind::none) {
     exts.push_back(coop_ == coop_kind::khr ? VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME
                                            : VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
@@ -592,6 +617,13 @@ VkPipeline context::pipeline(shader s) {
   pi.stage.pName = "main";
   pi.layout = layout_;
   if (capture_statistics_) pi.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo size32{};
+  size32.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO;
+  size32.requiredSubgroupSize = 32;
+  if (coop_subgroups_of_32_ && uses_coop_nv(code.words, code.n_words)) {
+    pi.stage.pNext = &size32;
+    pi.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   const VkResult r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &pi, nullptr, &pipelines_[i]);
   vk.vkDestroyShaderModule(device_, module, nullptr);
   if (r != VK_SUCCESS) {

@@ -61,8 +61,9 @@ class context {
   uint32_t subgroup_size() const { return subgroup_size_; }
   // Which cooperative matrices the prefill products run on (gemm_coop.comp, written with
   // NVIDIA's and rewritten for the Khronos extension by coop_khr.h): the device offers 16 x 16 x
-  // 16 steps of f16 inputs and f32 sums in subgroups of 32 through VK_KHR_cooperative_matrix
-  // (preferred) or VK_NV_cooperative_matrix, with f16 in shaders and the Vulkan memory model.
+  // 16 steps of f16 inputs and f32 sums in subgroups of 32 (its size, or one its pipelines can
+  // ask for) through VK_KHR_cooperative_matrix (preferred) or VK_NV_cooperative_matrix, with f16
+  // in shaders and the Vulkan memory model.
   // SA_VULKAN_COOP=0 turns them off, =nv or =khr allows only that extension (diagnostics).
   coop_kind coop() const { return coop_; }
   bool coop_f16() const { return coop_ != coop_kind::none; }
@@ -106,6 +107,8 @@ class context {
   coop_kind coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
   bool nv_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
   bool khr_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
+  // Whether pipelines may ask for full subgroups of 32 (VK_EXT_subgroup_size_control).
+  bool subgroups_of_32_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
 
   int32_t index_;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -118,6 +121,7 @@ class context {
   bool capture_statistics_ = false;  // pipelines made with their statistics (profiling)
   uint32_t subgroup_size_ = 0;
   coop_kind coop_ = coop_kind::none;
+  bool coop_subgroups_of_32_ = false;  // the cooperative-matrix pipelines ask for subgroups of 32
   std::mutex queue_mutex_;
   std::mutex memory_mutex_;
   std::array<std::vector<block>, 3> pools_;  // by memory_kind
