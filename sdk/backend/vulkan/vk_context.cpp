@@ -233,53 +233,62 @@ std::shared_ptr<context> context::get(int32_t index) {
   return c;
 }
 
+namespace {
+
+// Whether one cooperative-matrix extension's features (F), stage properties (P) and shapes (S,
+// listed by `query`) offer gemm_coop.comp's step: 16 x 16 x 16, f16 inputs, f32 sums, subgroup
+// scope, in compute shaders.
+template <class F, class P, class S, class Query, class Fits>
+bool offers_coop_step(VkPhysicalDevice d, VkStructureType f_type, VkStructureType p_type, VkStructureType s_type,
+                      Query query, Fits fits) {
+  F coop{};
+  coop.sType = f_type;
+  features_of(d, &coop);
+  P cp{};
+  cp.sType = p_type;
+  properties_of(d, &cp);
+  if (!coop.cooperativeMatrix || !(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
+  uint32_t n = 0;
+  if (query(d, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<S> shapes(n);
+  for (S& c : shapes) c.sType = s_type;
+  if (query(d, &n, shapes.data()) != VK_SUCCESS) return false;
+  for (const S& c : shapes)
+    if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && fits(c)) return true;
+  return false;
+}
+
+}  // namespace
+
 bool context::nv_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
   if (!has_extension(dev_exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
       !vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
     return false;
-  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
-  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-  features_of(physical_, &coop);
-  VkPhysicalDeviceCooperativeMatrixPropertiesNV cp{};
-  cp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-  properties_of(physical_, &cp);
-  if (!coop.cooperativeMatrix || !(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
-  uint32_t n = 0;
-  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical_, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkCooperativeMatrixPropertiesNV> shapes(n);
-  for (VkCooperativeMatrixPropertiesNV& c : shapes) c.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(physical_, &n, shapes.data()) != VK_SUCCESS) return false;
-  for (const VkCooperativeMatrixPropertiesNV& c : shapes)
-    if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-        c.BType == VK_COMPONENT_TYPE_FLOAT16_NV && c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-        c.DType == VK_COMPONENT_TYPE_FLOAT32_NV && c.scope == VK_SCOPE_SUBGROUP_NV)
-      return true;
-  return false;
+  return offers_coop_step<VkPhysicalDeviceCooperativeMatrixFeaturesNV, VkPhysicalDeviceCooperativeMatrixPropertiesNV,
+                          VkCooperativeMatrixPropertiesNV>(
+      physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV, VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV,
+      vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV, [](const VkCooperativeMatrixPropertiesNV& c) {
+        return c.AType == VK_COMPONENT_TYPE_FLOAT16_NV && c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+               c.CType == VK_COMPONENT_TYPE_FLOAT32_NV && c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+               c.scope == VK_SCOPE_SUBGROUP_NV;
+      });
 }
 
 bool context::khr_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
   if (!has_extension(dev_exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
       !vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)
     return false;
-  VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop{};
-  coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
-  features_of(physical_, &coop);
-  VkPhysicalDeviceCooperativeMatrixPropertiesKHR cp{};
-  cp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
-  properties_of(physical_, &cp);
-  if (!coop.cooperativeMatrix || !(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
-  uint32_t n = 0;
-  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(physical_, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkCooperativeMatrixPropertiesKHR> shapes(n);
-  for (VkCooperativeMatrixPropertiesKHR& c : shapes) c.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
-  if (vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(physical_, &n, shapes.data()) != VK_SUCCESS) return false;
-  for (const VkCooperativeMatrixPropertiesKHR& c : shapes)
-    if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-        c.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && c.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-        c.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && !c.saturatingAccumulation &&
-        c.scope == VK_SCOPE_SUBGROUP_KHR)
-      return true;
-  return false;
+  return offers_coop_step<VkPhysicalDeviceCooperativeMatrixFeaturesKHR, VkPhysicalDeviceCooperativeMatrixPropertiesKHR,
+                          VkCooperativeMatrixPropertiesKHR>(
+      physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR,
+      VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR, vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR,
+      [](const VkCooperativeMatrixPropertiesKHR& c) {
+        return c.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && c.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+               c.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && c.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+               !c.saturatingAccumulation && c.scope == VK_SCOPE_SUBGROUP_KHR;
+      });
 }
 
 bool context::subgroups_of_32_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
