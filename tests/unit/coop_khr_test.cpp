@@ -133,6 +133,14 @@ TEST(coop_khr, refuses_one_value_as_two_operands_and_malformed_modules) {
   EXPECT_FALSE(coop_nv_to_khr(cut.w.data(), cut.w.size(), &out, &why));
   EXPECT_NE(why.find("malformed"), std::string::npos) << why;
 
+  module_words short_load;  // a load without its stride and layout
+  short_load.op(Capability, {CapCoopNV});
+  short_load.op(LoadNV, {5, 21, 13});
+  short_load.w[3] = 30;
+  why.clear();
+  EXPECT_FALSE(coop_nv_to_khr(short_load.w.data(), short_load.w.size(), &out, &why));
+  EXPECT_NE(why.find("too short"), std::string::npos) << why;
+
   const uint32_t not_spirv[6] = {1, 2, 3, 4, 5, 6};
   why.clear();
   EXPECT_FALSE(coop_nv_to_khr(not_spirv, 6, &out, &why));

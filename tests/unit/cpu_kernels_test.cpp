@@ -590,6 +590,7 @@ TEST_P(cpu_int8_kernels, integer_products_of_random_blocks_equal_the_scalar_orac
 // products keep the reference's bits, and every result is within the input's quantization
 // error of the reference: |got - want| <= 1.01 * sum over blocks of d_b / 2 * sum |w_i| (each
 // input moves by at most half a step) + 1e-4 * sum |w_i x_i| (float rounding of both sides).
+// 70 rows against 150 outputs: a prefill's shape, many 4-row tiles on each of the two threads.
 TEST_P(cpu_int8_kernels, matrix_products_are_the_oracles_and_near_the_reference) {
   sa::cpu::thread_pool pool(2);
   sa::cpu::scratch_t scratch(2);
@@ -598,8 +599,8 @@ TEST_P(cpu_int8_kernels, matrix_products_are_the_oracles_and_near_the_reference)
   for (dtype type : types) {
     const int64_t block = sa::cpu::q8_block(type);
     for (int64_t n_in : {256, 768})
-      for (int64_t n : {1, 2, 4, 5, 9}) {
-        const int64_t n_out = 13;
+      for (int64_t n : {1, 2, 4, 5, 9, 70}) {
+        const int64_t n_out = n > 9 ? 150 : 13;
         const size_t row = static_cast<size_t>(sa::row_bytes(type, n_in));
         const size_t at = weight_offset(type);
         const std::vector<uint8_t> w = misaligned_weights(type, n_in, n_out);

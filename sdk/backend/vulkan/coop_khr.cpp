@@ -203,6 +203,13 @@ class rewriter {
       const uint32_t count = w_[at] >> 16, op = w_[at] & 0xffffu;
       if (count == 0 || at + count > n_) return error("a malformed instruction (opcode %u) at word %u", op,
                                                       static_cast<uint32_t>(at));
+      // The operands this rewrite reads must be there.
+      const uint32_t least = op == op_type_coop_nv || op == op_coop_load_nv || op == op_coop_muladd_nv ? 6
+                             : op == op_coop_store_nv                                                 ? 5
+                             : op == op_coop_length_nv || op == op_type_pointer || op == op_type_array ? 4
+                             : op == op_type_runtime_array                                            ? 3
+                                                                                                      : 1;
+      if (count < least) return error("an instruction (opcode %u) of %u words, too short", op, count);
       ins_.push_back({op, at, count});
       if (op == op_capability && count == 2 && w_[at + 1] == cap_coop_nv) uses_nv_ = true;
       at += count;
