@@ -1,5 +1,6 @@
 #include "backend/vulkan/coop_khr.h"
 
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -28,7 +29,6 @@ enum : uint32_t {
   op_constant_true = 41,
   op_constant_false = 42,
   op_constant = 43,
-  op_constant_null = 46,
   op_spec_constant_op = 52,
   op_function = 54,
   op_function_parameter = 55,
@@ -313,7 +313,7 @@ class rewriter {
     for (uint32_t r = 0; r < ids_; ++r) {
       const uint32_t u = uses_[r];
       if (u & (u - 1)) {
-        const uint32_t first = u & 1u ? use_a : use_b, second = u & 4u ? use_acc : use_b;
+        const int first = std::countr_zero(u), second = 31 - std::countl_zero(u);  // two of the uses
         char buf[200];
         std::snprintf(buf, sizeof buf, "one cooperative matrix (id %u) serves as %s and as %s of multiply-adds", r,
                       k_use_names[first], k_use_names[second]);

@@ -175,7 +175,7 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
   // On the tensor units where the device offers cooperative matrices: the same push constants,
   // x and the weights in f16 with f32 sums, 64 x 128 tiles, for widths of whole 32-wide steps and
   // x on a 16-byte boundary; f32 weights keep the f32 GEMM.
-  const bool coop = t != 0 && cols % 32 == 0 && pc.x % 16 == 0 && be.ctx().coop_f16();
+  const bool coop = t != 0 && cols % 32 == 0 && pc.x % 16 == 0 && be.ctx().coop() != coop_kind::none;
   const int64_t tile_w = coop ? k_coop_tile : k_tile;
   const int64_t gx = (widest + tile_w - 1) / tile_w, gy = (n + k_tile - 1) / k_tile;
   const shader gemm = coop ? k_gemm_coop[t] : k_gemm[t];

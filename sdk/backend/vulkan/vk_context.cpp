@@ -235,12 +235,14 @@ std::shared_ptr<context> context::get(int32_t index) {
 
 namespace {
 
-// Whether one cooperative-matrix extension's features (F), stage properties (P) and shapes (S,
-// listed by `query`) offer gemm_coop.comp's step: 16 x 16 x 16, f16 inputs, f32 sums, subgroup
-// scope, in compute shaders.
+// Whether one cooperative-matrix extension (`ext`, listed in dev_exts; its features F, stage
+// properties P and shapes S, listed by `query`, null where the loader lacks it) offers
+// gemm_coop.comp's step: 16 x 16 x 16 with the component types and scope `fits` checks, in
+// compute shaders.
 template <class F, class P, class S, class Query, class Fits>
-bool offers_coop_step(VkPhysicalDevice d, VkStructureType f_type, VkStructureType p_type, VkStructureType s_type,
-                      Query query, Fits fits) {
+bool offers_coop_step(VkPhysicalDevice d, const std::vector<VkExtensionProperties>& dev_exts, const char* ext,
+                      VkStructureType f_type, VkStructureType p_type, VkStructureType s_type, Query query, Fits fits) {
+  if (!has_extension(dev_exts, ext) || !query) return false;
   F coop{};
   coop.sType = f_type;
   features_of(d, &coop);
@@ -260,37 +262,6 @@ bool offers_coop_step(VkPhysicalDevice d, VkStructureType f_type, VkStructureTyp
 
 }  // namespace
 
-bool context::nv_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
-  if (!has_extension(dev_exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
-      !vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
-    return false;
-  return offers_coop_step<VkPhysicalDeviceCooperativeMatrixFeaturesNV, VkPhysicalDeviceCooperativeMatrixPropertiesNV,
-                          VkCooperativeMatrixPropertiesNV>(
-      physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV, VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV,
-      vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV, [](const VkCooperativeMatrixPropertiesNV& c) {
-        return c.AType == VK_COMPONENT_TYPE_FLOAT16_NV && c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-               c.CType == VK_COMPONENT_TYPE_FLOAT32_NV && c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-               c.scope == VK_SCOPE_SUBGROUP_NV;
-      });
-}
-
-bool context::khr_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
-  if (!has_extension(dev_exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
-      !vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)
-    return false;
-  return offers_coop_step<VkPhysicalDeviceCooperativeMatrixFeaturesKHR, VkPhysicalDeviceCooperativeMatrixPropertiesKHR,
-                          VkCooperativeMatrixPropertiesKHR>(
-      physical_, VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR,
-      VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR, vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR,
-      [](const VkCooperativeMatrixPropertiesKHR& c) {
-        return c.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && c.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-               c.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && c.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-               !c.saturatingAccumulation && c.scope == VK_SCOPE_SUBGROUP_KHR;
-      });
-}
-
 bool context::subgroups_of_32_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
   if (!has_extension(dev_exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) return false;
   VkPhysicalDeviceSubgroupSizeControlFeatures f{};
@@ -303,17 +274,41 @@ bool context::subgroups_of_32_offered(const std::vector<VkExtensionProperties>& 
          (p.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) && p.maxComputeWorkgroupSubgroups >= 8;
 }
 
-coop_kind context::coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const {
+coop_kind context::coop_offered(const std::vector<VkExtensionProperties>& dev_exts, bool subgroups_of_32) const {
   const char* env = std::getenv("SA_VULKAN_COOP");
   const std::string only = env ? env : "";
   // gemm_coop.comp's workgroups are subgroups of 32: the device's size, or one it can be asked for.
-  if (only == "0" || (subgroup_size_ != 32 && !subgroups_of_32_offered(dev_exts))) return coop_kind::none;
+  if (only == "0" || (subgroup_size_ != 32 && !subgroups_of_32)) return coop_kind::none;
   VkPhysicalDeviceVulkan12Features f12{};
   f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   features_of(physical_, &f12);
   if (!f12.shaderFloat16 || !f12.vulkanMemoryModel) return coop_kind::none;
-  if (only != "nv" && khr_coop_offered(dev_exts)) return coop_kind::khr;
-  if (only != "khr" && nv_coop_offered(dev_exts)) return coop_kind::nv;
+  if (only != "nv" &&
+      offers_coop_step<VkPhysicalDeviceCooperativeMatrixFeaturesKHR, VkPhysicalDeviceCooperativeMatrixPropertiesKHR,
+                       VkCooperativeMatrixPropertiesKHR>(
+          physical_, dev_exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME,
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR,
+          VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR, vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR,
+          [](const VkCooperativeMatrixPropertiesKHR& c) {
+            return c.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && c.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+                   c.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && c.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+                   !c.saturatingAccumulation && c.scope == VK_SCOPE_SUBGROUP_KHR;
+          }))
+    return coop_kind::khr;
+  if (only != "khr" &&
+      offers_coop_step<VkPhysicalDeviceCooperativeMatrixFeaturesNV, VkPhysicalDeviceCooperativeMatrixPropertiesNV,
+                       VkCooperativeMatrixPropertiesNV>(
+          physical_, dev_exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME,
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV,
+          VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV, vk.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV,
+          [](const VkCooperativeMatrixPropertiesNV& c) {
+            return c.AType == VK_COMPONENT_TYPE_FLOAT16_NV && c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                   c.CType == VK_COMPONENT_TYPE_FLOAT32_NV && c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                   c.scope == VK_SCOPE_SUBGROUP_NV;
+          }))
+    return coop_kind::nv;
   return coop_kind::none;
 }
 
@@ -377,8 +372,9 @@ context::context(int32_t index) : index_(index) {
   coop_khr.cooperativeMatrix = VK_TRUE;
   VkPhysicalDeviceSubgroupSizeControlFeatures sizes{};
   sizes.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
-  coop_ = coop_offered(dev_exts);
-  if (coop_ != coop_kind::none && subgroups_of_32_offered(dev_exts)) {
+  const bool subgroups_of_32 = subgroups_of_32_offered(dev_exts);
+  coop_ = coop_offered(dev_exts, subgroups_of_32);
+  if (coop_ != coop_kind::none && subgroups_of_32) {
     // Its pipelines ask for full subgroups of 32 (AMD's default is 64; on NVIDIA the request
     // states what the device does anyway).
     exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
@@ -607,8 +603,9 @@ VkPipeline context::pipeline(shader s) {
   mi.codeSize = code.n_words * sizeof(uint32_t);
   mi.pCode = code.words;
   // Shaders written with NVIDIA's cooperative matrices, on the Khronos extension.
+  const bool coop_shader = coop_ != coop_kind::none && uses_coop_nv(code.words, code.n_words);
   std::vector<uint32_t> khr;
-  if (coop_ == coop_kind::khr && uses_coop_nv(code.words, code.n_words)) {
+  if (coop_shader && coop_ == coop_kind::khr) {
     std::string why;
     if (!coop_nv_to_khr(code.words, code.n_words, &khr, &why))
       fail(SA_ERR_BACKEND, "%s: its cooperative matrices could not be rewritten for VK_KHR_cooperative_matrix: %s",
@@ -629,7 +626,7 @@ VkPipeline context::pipeline(shader s) {
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo size32{};
   size32.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO;
   size32.requiredSubgroupSize = 32;
-  if (coop_subgroups_of_32_ && uses_coop_nv(code.words, code.n_words)) {
+  if (coop_shader && coop_subgroups_of_32_) {
     pi.stage.pNext = &size32;
     pi.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
   }

@@ -66,7 +66,6 @@ class context {
   // in shaders and the Vulkan memory model.
   // SA_VULKAN_COOP=0 turns them off, =nv or =khr allows only that extension (diagnostics).
   coop_kind coop() const { return coop_; }
-  bool coop_f16() const { return coop_ != coop_kind::none; }
   // Submits to the device's queue (shared by every backend on it, hence the lock).
   void submit(const VkSubmitInfo& info, VkFence fence);
   // Waits until the queue has run everything submitted to it.
@@ -103,10 +102,9 @@ class context {
   uint32_t memory_type(memory_kind kind) const;
   uint32_t new_block(memory_kind kind, VkDeviceSize bytes, bool dedicated);
 
-  // Which of gemm_coop.comp's cooperative matrices this device offers (see coop()).
-  coop_kind coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
-  bool nv_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
-  bool khr_coop_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
+  // Which of gemm_coop.comp's cooperative matrices this device offers (see coop());
+  // subgroups_of_32: whether its pipelines may ask for them (subgroups_of_32_offered).
+  coop_kind coop_offered(const std::vector<VkExtensionProperties>& dev_exts, bool subgroups_of_32) const;
   // Whether pipelines may ask for full subgroups of 32 (VK_EXT_subgroup_size_control).
   bool subgroups_of_32_offered(const std::vector<VkExtensionProperties>& dev_exts) const;
 
