@@ -581,6 +581,33 @@ TEST_P(cpu_int8_kernels, integer_products_of_random_blocks_equal_the_scalar_orac
         k->dot_q8(type, w.data(), row, 4, xr, 4, n, got);
         ASSERT_EQ(std::memcmp(want, got, sizeof want), 0) << sa::traits(type).name << " rep " << rep << ", biased " << biased;
       }
+      // A set's 16-row kernel (rows in its lanes) on 16 such rows (13 of them on odd reps: the
+      // other lanes empty) against 9 inputs, where it takes the type.
+      if (k->dot_q8_rows16 == nullptr) continue;
+      const int64_t rows = rep % 2 ? 13 : 16, nx = 9;
+      std::vector<uint8_t> w16(static_cast<size_t>(rows) * row);
+      for (size_t b = 0; b < w16.size(); ++b) w16[b] = w[b % w.size()] ^ next();
+      for (size_t b = scale_at; b + 2 <= w16.size(); b += bytes)
+        for (size_t s = 0; s < static_cast<size_t>(scales); ++s) w16[b + 2 * s + 1] = static_cast<uint8_t>(w16[b + 2 * s + 1] & 0x93);
+      std::vector<quantized_input> xs;
+      for (int64_t i = 0; i < nx; ++i) {
+        std::vector<float> xi = awkward_input(n, 500 + static_cast<uint64_t>(rep * nx + i));
+        for (int64_t e = i; e < n; e += 5) xi[static_cast<size_t>(e)] = e % 2 ? 9.0f : -9.0f;
+        xs.emplace_back(type, xi);
+      }
+      std::vector<sa::cpu::q8_row> xr;
+      for (const quantized_input& q : xs) xr.push_back(q.row(true));
+      std::vector<float> got(static_cast<size_t>(nx * 16));
+      if (!k->dot_q8_rows16(type, w16.data(), row, rows, xr.data(), nx, n, got.data())) continue;
+      for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+        const int64_t nr = std::min<int64_t>(4, rows - r0);
+        std::vector<float> want(static_cast<size_t>(4 * nx));
+        sa::cpu::dot_q8_scalar(type, w16.data() + static_cast<size_t>(r0) * row, row, nr, xr.data(), nx, n, want.data());
+        for (int64_t i = 0; i < nx; ++i)
+          for (int64_t r = 0; r < nr; ++r)
+            ASSERT_EQ(std::memcmp(&want[static_cast<size_t>(i * 4 + r)], &got[static_cast<size_t>(i * 16 + r0 + r)], sizeof(float)), 0)
+                << sa::traits(type).name << " rep " << rep << ", 16-row kernel, row " << r0 + r << " input " << i;
+      }
     }
   }
 }

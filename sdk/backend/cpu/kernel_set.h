@@ -104,11 +104,11 @@ void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float*
 //     int32 sums s_j = sum over i < 4 of l[4j + i] * q[32b + 4j + i]; then
 //     acc[8 (b mod 2) + j] = fma(d_w(b) * d[b], float(s_j), acc[8 (b mod 2) + j]), and the result is
 //     t_j = acc[j] + acc[8 + j] summed as ((t0 + t4) + (t1 + t5)) + ((t2 + t6) + (t3 + t7)).
-//   Q4_K: per block, 8 exact int32 lane sums T_k = sum over sub-blocks j of sc[j] * (levels
-//     4k .. 4k + 3 of sub-block j . their q) and 8 min lanes M_j = m[j] * (the input sums of
-//     sub-block j); acc[k] = fma(d * d[b], float(T_k), acc[k]) and accm[j] = fma(dmin * d[b],
-//     float(M_j), accm[j]), blocks in order; the result is reduce(acc) - reduce(accm), each 8
-//     summed as Q8_0's t.
+//   Q4_K: per block, with the nibble levels l, the 6-bit sub-block scales sc[j] and mins m[j],
+//     two exact int32 sums T = sum over sub-blocks j of sc[j] * (l . q over sub-block j) and
+//     M = sum over j of m[j] * (sums[16b + 2j] + sums[16b + 2j + 1]); chain c = b mod 2 takes
+//     acc[c] = fma(d * d[b], float(T), acc[c]), then acc[c] = fma(-(dmin * d[b]), float(M),
+//     acc[c]), blocks in order; the result is acc[0] + acc[1].
 //   Q6_K: per block, with the 6-bit level u (0..63) and the int8 scale s[k] of elements
 //     16k .. 16k + 15: S = sum_k s[k] * (u . q over those 16) - 32 * sum_k s[k] * sums[16b + k];
 //     acc = fma(d * d[b], float(S), acc), blocks in order.
@@ -146,6 +146,12 @@ struct kernels {
   // in the other sets, whose products keep the reference's bits.
   void (*dot_q8)(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                  int64_t nx, int64_t n_in, float* out);
+  // Optional (null: none): dot_q8's arithmetic for up to 16 weight rows against nx input rows,
+  // out[i * 16 + r] = row r . x[i] for r < rows <= 16, the rows rearranged once per call so that
+  // a vector's lanes are weight rows. Returns false, writing nothing, for a type or an input
+  // count it does not take (the caller then goes through dot_q8).
+  bool (*dot_q8_rows16)(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                        int64_t nx, int64_t n_in, float* out) = nullptr;
   // Whether dot_q8 reads q8_row::u for 32-element blocks (so a product makes them only then).
   bool dot_q8_reads_biased = false;
   // quantize_q8_row's arguments and results, bit for bit, in lanes (null: the reference loop).

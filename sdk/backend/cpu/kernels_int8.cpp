@@ -4,8 +4,8 @@
 // A weight row of Q8_0, Q4_0, Q4_K or Q6_K keeps its integer levels; the input row is quantized
 // once per product to levels in -127..127 with one f32 scale per block (32 elements for Q8_0 and
 // Q4_0, 256 for the k-quants). A block's product is then an exact int32 sum of level products,
-// scaled to float once (Q8_0, Q4_0: per 4-element lane, 8 lanes a block; Q4_K: in 8 lanes, each
-// summing its sub-blocks' scaled sums, and 8 lanes of mins; Q6_K: per block),
+// scaled to float once (Q8_0, Q4_0: per 4-element lane, 8 lanes a block; Q4_K: its scaled sums
+// and its mins' sum, two integers a block; Q6_K: per block),
 // so the SIMD kernels give the oracle's bits whatever their lane width: the integer sums are
 // exact in any order, and the float steps are the oracle's, in its order. Each float step is a
 // fused multiply-add (std::fma in the oracle), where a multiply then an add held the VNNI Q8_0
@@ -98,36 +98,32 @@ float dot_q32_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const floa
   return reduce8(t);
 }
 
-// Q4_K in lanes, so that the SIMD kernels keep their sums in vectors across blocks: lane k
-// (0..8) of a block is sum over its 8 sub-blocks j of sc[j] * (the levels 4k .. 4k + 3 of
-// sub-block j against their inputs); min lane j is m[j] * (the input sums of sub-block j). Both
-// exact in int32; then per lane, block after block, acc[k] += (d dx) t[k] and accm[j] +=
-// (dmin dx) v[j], and the lanes summed last.
+// Q4_K, one exact integer pair a block: T = sum over the 8 sub-blocks j of sc[j] * (the
+// sub-block's levels . their inputs), M = sum over j of m[j] * (the input sums of sub-block j);
+// then chain b mod 2 takes acc = fma(d dx, T, acc) and acc = fma(-(dmin dx), M, acc), and the
+// two chains are added last. (Whole-block integers let a kernel put weight rows in its lanes,
+// one float step per row and block: see dot_q4_k_rows16.)
 float dot_q4_k_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const float* table) {
-  float acc[8] = {}, accm[8] = {};
+  float acc[2] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 144;
     const quant_detail::q4_k_header hd = quant_detail::read_q4_k_header(blk, table);
-    const float d = hd.d, dmin = hd.dmin;
-    const uint8_t* sc = hd.sc;
-    const uint8_t* m = hd.m;
     const int8_t* q = x.q + 256 * b;
     const int16_t* sums = x.sums + 16 * b;
-    int32_t t[8] = {}, v[8];
+    int32_t t = 0, m = 0;
     for (int j = 0; j < 8; ++j) {
       const uint8_t* qs = blk + 16 + 32 * (j / 2);
-      for (int k = 0; k < 8; ++k) {
-        int32_t sum = 0;
-        for (int i = 4 * k; i < 4 * k + 4; ++i) sum += ((j & 1) ? qs[i] >> 4 : qs[i] & 0xF) * q[32 * j + i];
-        t[k] += sc[j] * sum;
-      }
-      v[j] = m[j] * (sums[2 * j] + sums[2 * j + 1]);
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) sum += ((j & 1) ? qs[i] >> 4 : qs[i] & 0xF) * q[32 * j + i];
+      t += hd.sc[j] * sum;
+      m += hd.m[j] * (sums[2 * j] + sums[2 * j + 1]);
     }
-    const float a = d * x.d[b], am = dmin * x.d[b];
-    for (int k = 0; k < 8; ++k) acc[k] = std::fma(a, static_cast<float>(t[k]), acc[k]);
-    for (int j = 0; j < 8; ++j) accm[j] = std::fma(am, static_cast<float>(v[j]), accm[j]);
+    const float dx = x.d[b];
+    float& a = acc[b & 1];
+    a = std::fma(hd.d * dx, static_cast<float>(t), a);
+    a = std::fma(-(hd.dmin * dx), static_cast<float>(m), a);
   }
-  return reduce8(acc) - reduce8(accm);
+  return acc[0] + acc[1];
 }
 
 float dot_q6_k_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const float* table) {
@@ -260,10 +256,10 @@ SA_AVX2 void dot_q32_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const
   for (int i = 0; i < NX; ++i) out[i] = reduce8_avx2(_mm256_add_ps(even[i], odd[i]));
 }
 
-// Q4_K's float step, the oracle's: a block's 8 lane sums t and 8 min lanes v into the lanes.
-SA_AVX2 inline void q4_k_step(__m256& acc, __m256& accm, float d, float dmin, float dx, __m256i t, __m256i v) {
-  acc = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(t), acc);
-  accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin * dx), _mm256_cvtepi32_ps(v), accm);
+// Q4_K's float step, the oracle's: a block's sums T and M into chain a.
+SA_AVX2 inline void q4_k_step(float& a, float d, float dmin, float dx, int32_t t, int32_t m) {
+  a = std::fma(d * dx, static_cast<float>(t), a);
+  a = std::fma(-(dmin * dx), static_cast<float>(m), a);
 }
 
 // Q4_K's 12 bytes of packed 6-bit scales and mins -> 16 bytes: sc[0..8) then m[0..8) (the
@@ -306,8 +302,7 @@ SA_AVX2 inline __m256i q6_k_offsets(__m256i scales16, const int16_t* sums) {
 template <int NX>
 SA_AVX2 void dot_q4_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
   const __m256i low4 = _mm256_set1_epi8(0xF);
-  __m256 acc[NX], accm[NX];
-  for (int i = 0; i < NX; ++i) acc[i] = accm[i] = _mm256_setzero_ps();
+  float acc[NX][2] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 144;
     const float d = table[quant_detail::load_u16(blk)];
@@ -328,9 +323,9 @@ SA_AVX2 void dot_q4_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, cons
       }
     }
     for (int i = 0; i < NX; ++i)
-      q4_k_step(acc[i], accm[i], d, dmin, x[i].d[b], s[i], q4_k_offsets(mdup, x[i].sums + 16 * b));
+      q4_k_step(acc[i][b & 1], d, dmin, x[i].d[b], hsum_i32(s[i]), hsum_i32(q4_k_offsets(mdup, x[i].sums + 16 * b)));
   }
-  for (int i = 0; i < NX; ++i) out[i] = reduce8_avx2(acc[i]) - reduce8_avx2(accm[i]);
+  for (int i = 0; i < NX; ++i) out[i] = acc[i][0] + acc[i][1];
 }
 
 // Q6_K's 6-bit levels of half h (128 elements), quarter by quarter: u[k] = elements 32k ..
@@ -499,61 +494,97 @@ SA_VNNI void rows_q32(const SIDE& side, const uint8_t* w, size_t row_size, int64
   }
 }
 
-// Q4_K: a chunk's 64 levels (low nibbles, then high) against 64 contiguous inputs, maddubs to
-// 32 i16, then dpwssd with the two sub-blocks' scales (16 lanes each). The chunk's 32 bytes go
-// into both halves of a register, the high half shifted by 4, so one mask takes both nibbles;
-// one permute spreads the two scales. Lanes k and k + 8 (even and odd sub-blocks) are the
-// oracle's lane k; its 8 lanes and 8 min lanes then share one 16-lane float step.
-// Measured and not kept (1B Q4_K prefill, one thread, best of 5 at 128 tokens, alternated with
-// this kernel on the 2-core VM): two chains of products per input (chunks 0, 2 and 1, 3) 50.0 /
-// 51.8 against 51.4 / 53.2 tokens/s; 8 inputs a call, each block's expansion and scales shared
-// by twice as many, 48.9 / 48.8 against 48.2 / 50.9: neither the chains' latency nor the
-// expansion's share per input sets the pace here. The float step does: with it removed (the
-// integer lanes summed across blocks instead, wrong results, for the measurement only) the same
-// runs gave 71.6 / 70.0 against 52.6 / 51.9 — llama.cpp's speed on this model. Its 16-lane step
-// per input and block (fold, min lanes, insert, scale product, convert, fma) is a quarter of
-// the time (the same step as two 256-bit halves, no insert, 50.7 / 53.1 / 52.5 against 52.6 /
-// 50.6 / 54.1: within noise); where this kernel must go next is fewer float lanes per output
-// (one step for several inputs' blocks at once), which changes the oracle's lanes. Nor did
-// preparing a tile's blocks once for all of a prefill's inputs pay, as it does for Q8_0 (levels,
-// scale lanes, mins and scales stored per block and read back per group of 4 inputs): 56.2 /
-// 56.3 / 54.3 against 55.5 / 55.3 / 55.1 tokens/s without (1B Q4_K, one thread, alternated).
+// Q4_K, a row at a time (decode; a few inputs): a chunk's 64 levels (low nibbles, then high)
+// against 64 contiguous inputs, maddubs to 32 i16, then dpwssd with the two sub-blocks' scales
+// (16 lanes each). The chunk's 32 bytes go into both halves of a register, the high half shifted
+// by 4, so one mask takes both nibbles; one permute spreads the two scales. A block leaves 16
+// lanes: 8 of the scaled level products (folded from 16) and 8 of the mins against the input
+// sums. Blocks go in pairs (b even, b + 1): their two 16-lane vectors fold into T(b), T(b + 1),
+// M(b), M(b + 1) together, and one 4-lane float step serves both chains (lanes 0, 1).
+// (The previous oracle kept 16 float lanes per input and block and was a quarter of this
+// kernel's time; see dot_q4_k_rows16 for the prefill.)
+// The constant vectors of q4_k_lanes.
+struct q4_k_consts {
+  __m512i low4, shift, scale_idx[4];
+  SA_VNNI q4_k_consts() {
+    low4 = _mm512_set1_epi8(0xF);
+    shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    for (int c = 0; c < 4; ++c)
+      scale_idx[c] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)),
+                                        _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1);
+  }
+};
+
+// Block b's 16 lanes per input: tv[i] lanes [0, 8) sum to T, [8, 16) to M.
+template <int NX>
+SA_VNNI inline void q4_k_lanes(const q4_k_consts& k, const uint8_t* row, const q8_row* x, int64_t b, __m512i* tv) {
+  const uint8_t* blk = row + b * 144;
+  const __m128i sm = q4_k_scales_mins(blk + 4);
+  const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+  const __m256i mdup = q4_k_mins_dup(sm);
+  __m512i s[NX];
+  for (int i = 0; i < NX; ++i) s[i] = _mm512_setzero_si512();
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v = _mm512_broadcast_i64x4(load32(blk + 16 + 32 * c));
+    const __m512i u = _mm512_and_si512(_mm512_srlv_epi16(v, k.shift), k.low4);
+    const __m512i s16 = _mm512_permutexvar_epi16(k.scale_idx[c], sc16);
+    for (int i = 0; i < NX; ++i)
+      s[i] = _mm512_dpwssd_epi32(s[i], _mm512_maddubs_epi16(u, _mm512_loadu_si512(x[i].q + 256 * b + 64 * c)), s16);
+  }
+  for (int i = 0; i < NX; ++i) {
+    const __m256i t = _mm256_add_epi32(_mm512_castsi512_si256(s[i]), _mm512_extracti64x4_epi64(s[i], 1));
+    tv[i] = _mm512_inserti64x4(_mm512_castsi256_si512(t), q4_k_offsets(mdup, x[i].sums + 16 * b), 1);
+  }
+}
+
 template <int NX>
 SA_VNNI void dot_q4_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
-  const __m512i low4 = _mm512_set1_epi8(0xF);
-  const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  __m512i scale_idx[4];
-  for (int c = 0; c < 4; ++c)
-    scale_idx[c] = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)),
-                                      _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1);
-  __m512 acc[NX];  // lanes 0..8 the oracle's acc, 8..16 its accm
-  for (int i = 0; i < NX; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
+  const q4_k_consts k;
+  const __m512i gather = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 4, 8, 0);
+  __m128 acc[NX];  // lanes 0, 1: the oracle's chains 0 and 1
+  for (int i = 0; i < NX; ++i) acc[i] = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    __m512i t0[NX], t1[NX];
+    q4_k_lanes<NX>(k, row, x, b, t0);
+    q4_k_lanes<NX>(k, row, x, b + 1, t1);
     const uint8_t* blk = row + b * 144;
-    const float d = table[quant_detail::load_u16(blk)];
-    const float dmin = table[quant_detail::load_u16(blk + 2)];
-    const __m128i sm = q4_k_scales_mins(blk + 4);
-    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
-    const __m256i mdup = q4_k_mins_dup(sm);
-    const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(d), _mm256_set1_ps(dmin), 1);
-    __m512i s[NX];
-    for (int i = 0; i < NX; ++i) s[i] = _mm512_setzero_si512();
-    for (int c = 0; c < 4; ++c) {
-      const __m512i v = _mm512_broadcast_i64x4(load32(blk + 16 + 32 * c));
-      const __m512i u = _mm512_and_si512(_mm512_srlv_epi16(v, shift), low4);
-      const __m512i s16 = _mm512_permutexvar_epi16(scale_idx[c], sc16);
-      for (int i = 0; i < NX; ++i)
-        s[i] = _mm512_dpwssd_epi32(s[i], _mm512_maddubs_epi16(u, _mm512_loadu_si512(x[i].q + 256 * b + 64 * c)), s16);
-    }
+    uint32_t h0, h1;  // d | dmin << 16 of blocks b, b + 1
+    std::memcpy(&h0, blk, 4);
+    std::memcpy(&h1, blk + 144, 4);
+    // [d(b), d(b + 1), dmin(b), dmin(b + 1)]
+    const __m128 dd = _mm_permute_ps(_mm_cvtph_ps(_mm_setr_epi32(static_cast<int>(h0), static_cast<int>(h1), 0, 0)),
+                                     _MM_SHUFFLE(3, 1, 2, 0));
     for (int i = 0; i < NX; ++i) {
-      const __m256i t = _mm256_add_epi32(_mm512_castsi512_si256(s[i]), _mm512_extracti64x4_epi64(s[i], 1));
-      const __m512i tv = _mm512_inserti64x4(_mm512_castsi256_si512(t), q4_k_offsets(mdup, x[i].sums + 16 * b), 1);
-      const __m512 f = _mm512_mul_ps(dd, _mm512_set1_ps(x[i].d[b]));  // d dx, dmin dx: the oracle's products
-      acc[i] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(tv), acc[i]);
+      // 128-bit lanes of (A + B): T(b), M(b), T(b + 1), M(b + 1), each as 4 partial sums
+      const __m512i a = _mm512_shuffle_i32x4(t0[i], t1[i], _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512i c = _mm512_shuffle_i32x4(t0[i], t1[i], _MM_SHUFFLE(3, 1, 3, 1));
+      __m512i sum = _mm512_add_epi32(a, c);
+      sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_BADC));
+      sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_CDAB));
+      // [T(b), T(b + 1), M(b), M(b + 1)] as floats
+      const __m128 v = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(gather, sum)));
+      const __m128 dx2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x[i].d + b)));
+      const __m128 f = _mm_mul_ps(dd, _mm_movelh_ps(dx2, dx2));  // d dx and dmin dx, the oracle's products
+      acc[i] = _mm_fmadd_ps(f, v, acc[i]);
+      acc[i] = _mm_fnmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(v, v), acc[i]);
     }
   }
-  for (int i = 0; i < NX; ++i)
-    out[i] = reduce8_avx2(_mm512_castps512_ps256(acc[i])) - reduce8_avx2(_mm512_extractf32x8_ps(acc[i], 1));
+  float o[NX][2];
+  for (int i = 0; i < NX; ++i) {
+    o[i][0] = _mm_cvtss_f32(acc[i]);
+    o[i][1] = _mm_cvtss_f32(_mm_movehdup_ps(acc[i]));
+  }
+  if (b < nb) {  // an odd last block: chain 0
+    __m512i tv[NX];
+    q4_k_lanes<NX>(k, row, x, b, tv);
+    const uint8_t* blk = row + b * 144;
+    const float d = table[quant_detail::load_u16(blk)], dmin = table[quant_detail::load_u16(blk + 2)];
+    for (int i = 0; i < NX; ++i)
+      q4_k_step(o[i][0], d, dmin, x[i].d[b], hsum_i32(_mm512_castsi512_si256(tv[i])),
+                hsum_i32(_mm512_extracti64x4_epi64(tv[i], 1)));
+  }
+  for (int i = 0; i < NX; ++i) out[i] = o[i][0] + o[i][1];
 }
 
 // Q6_K: quarters 0, 1 and 2, 3 of each half as 64 levels against 64 contiguous inputs; the
@@ -592,6 +623,106 @@ SA_VNNI void dot_q6_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
     }
   }
   for (int i = 0; i < NX; ++i) out[i] = acc[i];
+}
+
+// ---- Q4_K with weight rows in the lanes (a prefill) ----------------------------------------
+//
+// dot_q4_k_vnni spends a third of its instructions per input and block outside the integer
+// products (folding lanes, the float step), because its lanes are pieces of one row's block.
+// Here a call's (up to) 16 weight rows are first rearranged so that lane r of every vector is
+// row r: per block, the levels as bytes in groups of 4 elements ([group g: 64][row r: 16][4
+// bytes], element 4g + e of row r at 64 g + 4 r + e), then each row's 8 scales and 8 mins as
+// int32 lanes ([j][r]; a min as two i16 halves, m | m << 16) and its d and dmin as floats:
+// k_q4_k_rows16_block bytes a block. A group then costs one dpbusd per input for all 16 rows
+// (the input's 4 levels broadcast), a sub-block one multiply by its scales, and a block one
+// float step per input for all 16 rows: T and M are whole-block integers in each lane, as the
+// oracle defines them. The rearranging is paid once per call, so only calls with at least
+// k_q4_k_rows16_inputs inputs come here.
+constexpr int64_t k_q4_k_rows16_block = 64 * 64 + 8 * 64 + 8 * 64 + 64 + 64;
+constexpr int64_t k_q4_k_rows16_inputs = 8;
+
+// Rows [0, rows) of w (rows <= 16; the other lanes zero) rearranged into p [nb][k_q4_k_rows16_block].
+void q4_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table, uint8_t* p) {
+  std::memset(p, 0, static_cast<size_t>(nb * k_q4_k_rows16_block));
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* pb = p + b * k_q4_k_rows16_block;
+    int32_t* scales = reinterpret_cast<int32_t*>(pb + 4096);
+    int32_t* mins = scales + 128;
+    float* dd = reinterpret_cast<float*>(mins + 128);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* blk = w + static_cast<size_t>(r) * row_size + b * 144;
+      const quant_detail::q4_k_header h = quant_detail::read_q4_k_header(blk, table);
+      uint8_t lv[256];
+      for (int c = 0; c < 4; ++c)
+        for (int i = 0; i < 32; ++i) {
+          lv[64 * c + i] = blk[16 + 32 * c + i] & 0xF;
+          lv[64 * c + 32 + i] = blk[16 + 32 * c + i] >> 4;
+        }
+      for (int g = 0; g < 64; ++g) std::memcpy(pb + 64 * g + 4 * r, lv + 4 * g, 4);
+      for (int j = 0; j < 8; ++j) {
+        scales[16 * j + r] = h.sc[j];
+        mins[16 * j + r] = h.m[j] | (h.m[j] << 16);
+      }
+      dd[r] = h.d;
+      dd[16 + r] = h.dmin;
+    }
+  }
+}
+
+// Block b of a packed tile (pb) against NX inputs, into their chains: acc [NX][2][16] floats.
+template <int NX>
+SA_VNNI void q4_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, float* acc) {
+  __m512i t[NX], m[NX];
+  for (int i = 0; i < NX; ++i) t[i] = m[i] = _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j) {
+    __m512i sub[NX];
+    for (int i = 0; i < NX; ++i) sub[i] = _mm512_setzero_si512();
+    for (int g = 8 * j; g < 8 * j + 8; ++g) {
+      const __m512i wv = _mm512_loadu_si512(pb + 64 * g);
+      for (int i = 0; i < NX; ++i) {
+        int32_t q4;
+        std::memcpy(&q4, x[i].q + 256 * b + 4 * g, 4);
+        sub[i] = _mm512_dpbusd_epi32(sub[i], wv, _mm512_set1_epi32(q4));
+      }
+    }
+    const __m512i sc = _mm512_loadu_si512(pb + 4096 + 64 * j), mv = _mm512_loadu_si512(pb + 4608 + 64 * j);
+    for (int i = 0; i < NX; ++i) {
+      int32_t s2;
+      std::memcpy(&s2, x[i].sums + 16 * b + 2 * j, 4);
+      t[i] = _mm512_add_epi32(t[i], _mm512_mullo_epi32(sub[i], sc));
+      m[i] = _mm512_dpwssd_epi32(m[i], mv, _mm512_set1_epi32(s2));
+    }
+  }
+  const __m512 d = _mm512_loadu_ps(pb + 5120), dmin = _mm512_loadu_ps(pb + 5184);
+  for (int i = 0; i < NX; ++i) {
+    const __m512 dx = _mm512_set1_ps(x[i].d[b]);
+    float* a = acc + (2 * i + (b & 1)) * 16;
+    __m512 v = _mm512_loadu_ps(a);
+    v = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(t[i]), v);
+    v = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(m[i]), v);
+    _mm512_storeu_ps(a, v);
+  }
+}
+
+// kernels::dot_q8_rows16 of avx512-vnni: Q4_K with at least k_q4_k_rows16_inputs inputs.
+SA_VNNI bool dot_q8_rows16_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                                int64_t nx, int64_t n_in, float* out) {
+  if (type != dtype::q4_k || nx < k_q4_k_rows16_inputs || rows > 16) return false;
+  const int64_t nb = n_in / 256;
+  thread_local std::vector<uint8_t> packed;
+  thread_local std::vector<float> acc;  // [nx][chain][16 rows]
+  packed.resize(static_cast<size_t>(nb * k_q4_k_rows16_block));
+  acc.assign(static_cast<size_t>(nx * 32), 0.0f);
+  q4_k_rows16_pack(w, row_size, rows, nb, quant_detail::fp16_table(), packed.data());
+  // Block after block (each chain's blocks in order), every input against the block while its
+  // 5 KB stay in L1.
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = packed.data() + b * k_q4_k_rows16_block;
+    for_input_groups(nx, [&](auto n, int64_t g) { q4_k_rows16_block<decltype(n)::value>(pb, x + g, b, acc.data() + g * 32); });
+  }
+  for (int64_t i = 0; i < nx; ++i)
+    for (int64_t r = 0; r < rows; ++r) out[i * 16 + r] = acc[static_cast<size_t>(i * 32 + r)] + acc[static_cast<size_t>(i * 32 + 16 + r)];
+  return true;
 }
 
 // A prefill's many inputs against the same rows: each row's side of a step (the two blocks'
@@ -724,9 +855,11 @@ SA_AVX2 void quantize_q8_avx2(const float* x, int64_t n, int64_t block, int8_t* 
 }
 
 // avx2's kernels with the integer products (and the lanes' quantizer) added.
-kernels with_dot_q8(const kernels& base, decltype(kernels::dot_q8) dot_q8, bool reads_biased) {
+kernels with_dot_q8(const kernels& base, decltype(kernels::dot_q8) dot_q8, bool reads_biased,
+                    decltype(kernels::dot_q8_rows16) rows16 = nullptr) {
   kernels k = base;
   k.dot_q8 = dot_q8;
+  k.dot_q8_rows16 = rows16;
   k.dot_q8_reads_biased = reads_biased;
   k.quantize_q8 = quantize_q8_avx2;
   return k;
@@ -753,7 +886,7 @@ const kernels* avx512_vnni_kernels() {
                       __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512vnni");
-    static const kernels set = vnni ? with_dot_q8(*base, dot_q8_vnni, true) : kernels{};
+    static const kernels set = vnni ? with_dot_q8(*base, dot_q8_vnni, true, dot_q8_rows16_vnni) : kernels{};
     return vnni ? &set : nullptr;
   }();
   return k;

@@ -16,6 +16,7 @@
 #include <arm_neon.h>
 #include <sys/auxv.h>
 
+#include <cmath>
 #include <initializer_list>
 
 #include "backend/cpu/int8_rows.h"
@@ -73,13 +74,12 @@ SA_DOTPROD void dot_q32(const uint8_t* row, const q8_row* x, int64_t nb, const f
   for (int i = 0; i < NX; ++i) out[i] = reduce8(vaddq_f32(acc[i][0], acc[i][2]), vaddq_f32(acc[i][1], acc[i][3]));
 }
 
-// Q4_K: chunk c of qs (32 bytes) holds sub-blocks 2c (low nibbles) and 2c + 1 (high); the
-// oracle's lane k sums sc[j] times the sub-block's products 4k .. 4k + 3, min lane j is m[j]
-// times the sub-block's input sums.
+// Q4_K: chunk c of qs (32 bytes) holds sub-blocks 2c (low nibbles) and 2c + 1 (high); each
+// sub-block's products times its scale, and the mins against the sub-blocks' input sums, summed
+// exactly to the oracle's T and M per block, then its two fused steps on chain b mod 2.
 template <int NX>
 SA_DOTPROD void dot_q4_k(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
-  float32x4_t acc[NX][2], accm[NX][2];
-  for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = accm[i][0] = accm[i][1] = vdupq_n_f32(0.0f);
+  float acc[NX][2] = {};
   const uint8x16_t low4 = vdupq_n_u8(0xF);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 144;
@@ -103,16 +103,15 @@ SA_DOTPROD void dot_q4_k(const uint8_t* row, const q8_row* x, int64_t nb, const 
     for (int i = 0; i < NX; ++i) {
       const int16_t* sums = x[i].sums + 16 * b;
       const int16x8_t pairs = vpaddq_s16(vld1q_s16(sums), vld1q_s16(sums + 8));  // sub-block j: sums 2j + 2j + 1
-      const int32x4_t v0 = vmull_s16(vget_low_s16(pairs), vget_low_s16(mins));
-      const int32x4_t v1 = vmull_s16(vget_high_s16(pairs), vget_high_s16(mins));
-      const float32x4_t a = vdupq_n_f32(h.d * x[i].d[b]), am = vdupq_n_f32(h.dmin * x[i].d[b]);
-      acc[i][0] = vfmaq_f32(acc[i][0], a, vcvtq_f32_s32(t[i][0]));
-      acc[i][1] = vfmaq_f32(acc[i][1], a, vcvtq_f32_s32(t[i][1]));
-      accm[i][0] = vfmaq_f32(accm[i][0], am, vcvtq_f32_s32(v0));
-      accm[i][1] = vfmaq_f32(accm[i][1], am, vcvtq_f32_s32(v1));
+      const int32x4_t v = vmlal_s16(vmull_s16(vget_low_s16(pairs), vget_low_s16(mins)), vget_high_s16(pairs),
+                                    vget_high_s16(mins));
+      const float dx = x[i].d[b];
+      float& a = acc[i][b & 1];
+      a = std::fma(h.d * dx, static_cast<float>(vaddvq_s32(vaddq_s32(t[i][0], t[i][1]))), a);
+      a = std::fma(-(h.dmin * dx), static_cast<float>(vaddvq_s32(v)), a);
     }
   }
-  for (int i = 0; i < NX; ++i) out[i] = reduce8(acc[i][0], acc[i][1]) - reduce8(accm[i][0], accm[i][1]);
+  for (int i = 0; i < NX; ++i) out[i] = acc[i][0] + acc[i][1];
 }
 
 // Q6_K: half h's quarters from ql (64 bytes: low nibbles quarters 0, 1; high nibbles 2, 3) and

@@ -14,7 +14,9 @@
 // input rows, to its integer kernels instead: the input rows are quantized once per call
 // (quantize_q8_row, rows split among the threads), then each thread runs its weight rows 4 at a
 // time against the quantized input rows 4 at a time (each weight block expanded once for the 4),
-// so a 4-row tile stays in cache while the inputs stream.
+// so a 4-row tile stays in cache while the inputs stream. A set with kernels::dot_q8_rows16
+// (avx512-vnni, Q4_K) takes a prefill's runs of 16 rows in one call instead, the rows in its
+// vectors' lanes.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -90,7 +92,10 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
     run.resize(static_cast<size_t>(n * wide));
     for (int64_t o0 = begin; o0 < end; o0 += wide) {
       const int64_t run_rows = std::min(wide, end - o0);
-      for (int64_t o = o0; o < o0 + run_rows; o += TILE) {
+      const bool as_16 = k.dot_q8_rows16 != nullptr &&
+                         k.dot_q8_rows16(type, w + static_cast<size_t>(o0) * w_row_size, w_row_size, run_rows,
+                                         buf.xs.data(), n, n_in, run.data());
+      for (int64_t o = o0; !as_16 && o < o0 + run_rows; o += TILE) {
         const int64_t rows = std::min(TILE, o0 + run_rows - o);
         k.dot_q8(type, w + static_cast<size_t>(o) * w_row_size, w_row_size, rows, buf.xs.data(), n, n_in, out.data());
         for (int64_t i = 0; i < n; ++i)
