@@ -100,10 +100,10 @@ void quantize_q8_row(const float* x, int64_t n, int64_t block, int8_t* q, float*
 // The integer products' oracle, plain loops: out[i * 4 + r] = row r of w [rows][row_size bytes]
 // . x[i] for r < rows <= 4 and i < nx (out: 4 nx floats); w of a type with q8_block(type) > 0, each x[i] an
 // input row of n_in quantized for it. Per type:
-//   Q8_0, Q4_0: block b's weight levels l (Q8_0: the int8 q; Q4_0: nibble - 8) give 8 exact
-//     int32 sums s_j = sum over i < 4 of l[4j + i] * q[32b + 4j + i]; then
-//     acc[8 (b mod 2) + j] = fma(d_w(b) * d[b], float(s_j), acc[8 (b mod 2) + j]), and the result is
-//     t_j = acc[j] + acc[8 + j] summed as ((t0 + t4) + (t1 + t5)) + ((t2 + t6) + (t3 + t7)).
+//   Q8_0, Q4_0: block b's weight levels l (Q8_0: the int8 q; Q4_0: nibble - 8) give one exact
+//     int32 sum S = l . q[32b .. 32b + 32); chain c = b mod 8 takes acc[c] = fma(d_w(b) * d[b],
+//     float(S), acc[c]), blocks in order, and the result is ((acc0 + acc4) + (acc1 + acc5)) +
+//     ((acc2 + acc6) + (acc3 + acc7)).
 //   Q4_K: per block, with the nibble levels l, the 6-bit sub-block scales sc[j] and mins m[j],
 //     two exact int32 sums T = sum over sub-blocks j of sc[j] * (l . q over sub-block j) and
 //     M = sum over j of m[j] * (sums[16b + 2j] + sums[16b + 2j + 1]); chain c = b mod 2 takes

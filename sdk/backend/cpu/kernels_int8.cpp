@@ -4,7 +4,7 @@
 // A weight row of Q8_0, Q4_0, Q4_K or Q6_K keeps its integer levels; the input row is quantized
 // once per product to levels in -127..127 with one f32 scale per block (32 elements for Q8_0 and
 // Q4_0, 256 for the k-quants). A block's product is then an exact int32 sum of level products,
-// scaled to float once (Q8_0, Q4_0: per 4-element lane, 8 lanes a block; Q4_K: its scaled sums
+// scaled to float once (Q8_0, Q4_0: one integer a block, on 8 chains; Q4_K: its scaled sums
 // and its mins' sum, two integers a block; Q6_K: per block),
 // so the SIMD kernels give the oracle's bits whatever their lane width: the integer sums are
 // exact in any order, and the float steps are the oracle's, in its order. Each float step is a
@@ -78,24 +78,21 @@ void levels_q4_0(const uint8_t* blk, int* l) {
 
 float reduce8(const float* t) { return ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7])); }
 
+// A block's one integer sum, then its fused step on chain b mod 8. (One integer a block lets a
+// kernel put weight rows in its lanes; see dot_q32_rows16.)
 template <int BYTES, void (*LEVELS)(const uint8_t*, int*)>
 float dot_q32_scalar(const uint8_t* row, const q8_row& x, int64_t nb, const float* table) {
-  float acc[16] = {};
+  float acc[8] = {};
   int l[32];
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * BYTES;
     LEVELS(blk, l);
-    const float s = table[quant_detail::load_u16(blk)] * x.d[b];
     const int8_t* q = x.q + 32 * b;
-    for (int j = 0; j < 8; ++j) {
-      int32_t sum = 0;
-      for (int i = 0; i < 4; ++i) sum += l[4 * j + i] * q[4 * j + i];
-      acc[8 * (b & 1) + j] = std::fma(s, static_cast<float>(sum), acc[8 * (b & 1) + j]);
-    }
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += l[i] * q[i];
+    acc[b & 7] = std::fma(table[quant_detail::load_u16(blk)] * x.d[b], static_cast<float>(sum), acc[b & 7]);
   }
-  float t[8];
-  for (int j = 0; j < 8; ++j) t[j] = acc[j] + acc[8 + j];
-  return reduce8(t);
+  return reduce8(acc);
 }
 
 // Q4_K, one exact integer pair a block: T = sum over the 8 sub-blocks j of sc[j] * (the
@@ -231,29 +228,56 @@ struct q4_0_levels {  // 16 bytes of nibbles: low -> element i, high -> i + 16; 
   }
 };
 
-// Block b into acc[i] (NX accumulators: the even blocks' or the odd blocks' half of the oracle's
-// acc).
-template <class L, int NX>
-SA_AVX2 inline void q32_step_avx2(const uint8_t* blk, const q8_row* x, int64_t b, const float* table, __m256* acc) {
-  const __m256i w = L::get(blk), wa = _mm256_abs_epi8(w);
-  const float dw = table[quant_detail::load_u16(blk)];
-  for (int i = 0; i < NX; ++i) {
-    const __m256i s = lanes_i8(w, wa, load32(x[i].q + 32 * b));
-    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[i].d[b]), _mm256_cvtepi32_ps(s), acc[i]);
-  }
+// [S0, S1, S2, S3]: the totals of four blocks' 8 lanes each.
+SA_AVX2 inline __m128i sum4_blocks(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
+// The oracle's result from its 8 chains, given as two 4-lane halves (chains 0..3, 4..7) after
+// blocks [0, b), with blocks [b, nb) of row against x added one at a time.
+template <class L>
+SA_AVX2 float q32_finish(__m128 lo, __m128 hi, const uint8_t* row, const q8_row& x, int64_t b, int64_t nb,
+                         const float* table) {
+  float c[8];
+  _mm_storeu_ps(c, lo);
+  _mm_storeu_ps(c + 4, hi);
+  for (; b < nb; ++b) {
+    const uint8_t* blk = row + b * L::bytes;
+    const __m256i w = L::get(blk);
+    const int32_t sum = hsum_i32(lanes_i8(w, _mm256_abs_epi8(w), load32(x.q + 32 * b)));
+    c[b & 7] = std::fma(table[quant_detail::load_u16(blk)] * x.d[b], static_cast<float>(sum), c[b & 7]);
+  }
+  return reduce8(c);
+}
+
+// Blocks four at a time (b a multiple of 4: chains b mod 8 .. + 3, one half of the 8): their
+// lane sums folded into four totals together, one 4-lane float step; the last nb mod 4 blocks
+// one at a time.
 template <class L, int NX>
 SA_AVX2 void dot_q32_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
-  __m256 even[NX], odd[NX];
-  for (int i = 0; i < NX; ++i) even[i] = odd[i] = _mm256_setzero_ps();
+  __m128 acc[NX][2];
+  for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = _mm_setzero_ps();
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    q32_step_avx2<L, NX>(row + b * L::bytes, x, b, table, even);
-    q32_step_avx2<L, NX>(row + (b + 1) * L::bytes, x, b + 1, table, odd);
+  for (; b + 4 <= nb; b += 4) {
+    __m256i w[4], wa[4];
+    float dw[4];
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* blk = row + (b + k) * L::bytes;
+      w[k] = L::get(blk);
+      wa[k] = _mm256_abs_epi8(w[k]);
+      dw[k] = table[quant_detail::load_u16(blk)];
+    }
+    const __m128 dw4 = _mm_loadu_ps(dw);
+    for (int i = 0; i < NX; ++i) {
+      const int8_t* q = x[i].q + 32 * b;
+      const __m128i t = sum4_blocks(lanes_i8(w[0], wa[0], load32(q)), lanes_i8(w[1], wa[1], load32(q + 32)),
+                                    lanes_i8(w[2], wa[2], load32(q + 64)), lanes_i8(w[3], wa[3], load32(q + 96)));
+      __m128& a = acc[i][(b >> 2) & 1];
+      a = _mm_fmadd_ps(_mm_mul_ps(dw4, _mm_loadu_ps(x[i].d + b)), _mm_cvtepi32_ps(t), a);
+    }
   }
-  if (b < nb) q32_step_avx2<L, NX>(row + b * L::bytes, x, b, table, even);
-  for (int i = 0; i < NX; ++i) out[i] = reduce8_avx2(_mm256_add_ps(even[i], odd[i]));
+  for (int i = 0; i < NX; ++i) out[i] = q32_finish<L>(acc[i][0], acc[i][1], row, x[i], b, nb, table);
 }
 
 // Q4_K's float step, the oracle's: a block's sums T and M into chain a.
@@ -404,15 +428,15 @@ struct avx2_int8_by_type {
 
 SA_VNNI inline __m512i join(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
 
-// The rows' side of a step (blocks b, b + 1 of row r; step = b / 2), from the blocks
-// themselves.
+// A step's weights (blocks b, b + 1 of a row, 64 levels): lane j = sum over i < 4 of w[4j + i] *
+// x[4j + i] by one dpbusd. U (inputs with q8_row::u): the biased inputs x + 128 against w, the
+// dot product starting from -128 (sum of the lane's w); else |w| (wa) against x negated where
+// w < 0 (neg), a sign fix per input. Both sums are exact.
 template <class L, bool U>
-struct q32_side_blocks {
-  const uint8_t* row;
-  size_t row_size;
-  const float* table;
-  SA_VNNI void get(int64_t r, int64_t b, int64_t, __m512i& wa, __m512i& start, __mmask64& neg, __m512& dw) const {
-    const uint8_t* blk = row + r * row_size + b * L::bytes;
+struct q32_step {
+  __m512i wa, start;
+  __mmask64 neg;
+  SA_VNNI void load(const uint8_t* blk) {
     const __m512i w = join(L::get(blk), L::get(blk + L::bytes));
     if constexpr (U) {  // start = -128 * (sum of the lane's four w)
       start = _mm512_sub_epi32(_mm512_setzero_si512(),
@@ -424,74 +448,47 @@ struct q32_side_blocks {
       wa = _mm512_abs_epi8(w);
       start = _mm512_setzero_si512();
     }
-    dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(table[quant_detail::load_u16(blk)]),
-                              _mm512_set1_ps(table[quant_detail::load_u16(blk + L::bytes)]));
+  }
+  SA_VNNI __m512i dot(const q8_row& x, int64_t b) const {
+    if constexpr (U) return _mm512_dpbusd_epi32(start, _mm512_loadu_si512(x.u + 32 * b), wa);
+    const __m512i xv = _mm512_loadu_si512(x.q + 32 * b);
+    return _mm512_dpbusd_epi32(start, wa, _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv));
   }
 };
 
-// Two blocks per step: lanes 0..7 the even block (the oracle's acc[0..8)), 8..15 the odd one;
-// an odd last block goes into the low half alone. Lane j = sum over i < 4 of w[4j + i] *
-// x[4j + i]. U (inputs with q8_row::u): the biased inputs x + 128 against w, the dot product
-// starting from -128 (sum of the lane's w), made once per chunk for every input; else |w|
-// (wa) against x negated where w < 0 (neg), a sign fix per input. Both sums are exact.
-// RM weight rows of w (row_size bytes apart) from row r0 at once: each input's levels and scale
-// pair are loaded once for all of them. out[r * NX + i] = row r0 + r . x[i]. The rows' side of
-// each step comes from SIDE (the blocks themselves, or a prefill's prepared rows).
-template <class L, int RM, int NX, bool U, class SIDE>
-SA_VNNI void dot_q32_core(const SIDE& side, int64_t r0, const uint8_t* w, size_t row_size, const q8_row* x,
-                          int64_t nb, const float* table, float* out) {
-  __m512 acc[RM][NX];
-  for (int r = 0; r < RM; ++r)
-    for (int i = 0; i < NX; ++i) acc[r][i] = _mm512_setzero_ps();
-  // The two blocks' scale products d_w(b) * d[b] (lanes 0..7) and d_w(b + 1) * d[b + 1] (lanes
-  // 8..15) as one vector multiply: the weights' pair once per chunk, each input's pair by one
-  // 8-byte load and a permute (each lane one f32 multiply, as the oracle's scalar product).
-  const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  int64_t b = 0;
-  for (int64_t step = 0; b + 2 <= nb; b += 2, ++step) {
-    __m512i wa[RM], start[RM];
-    __mmask64 neg[RM];
-    __m512 dw[RM];
-    for (int r = 0; r < RM; ++r) side.get(r0 + r, b, step, wa[r], start[r], neg[r], dw[r]);
-    for (int i = 0; i < NX; ++i) {
-      const __m128 xd = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x[i].d + b)));
-      const __m512 dx = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(xd));
-      const __m512i xv = _mm512_loadu_si512(U ? static_cast<const void*>(x[i].u + 32 * b)
-                                              : static_cast<const void*>(x[i].q + 32 * b));
-      for (int r = 0; r < RM; ++r) {
-        const __m512i s = U ? _mm512_dpbusd_epi32(start[r], xv, wa[r])
-                            : _mm512_dpbusd_epi32(start[r], wa[r], _mm512_mask_sub_epi8(xv, neg[r], _mm512_setzero_si512(), xv));
-        acc[r][i] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dx), _mm512_cvtepi32_ps(s), acc[r][i]);
-      }
-    }
-  }
-  for (int r = 0; r < RM; ++r) {
-    __m256 even[NX];
-    for (int i = 0; i < NX; ++i) even[i] = _mm512_castps512_ps256(acc[r][i]);
-    if (b < nb) q32_step_avx2<L, NX>(w + (r0 + r) * row_size + b * L::bytes, x, b, table, even);
-    for (int i = 0; i < NX; ++i)
-      out[r * NX + i] = reduce8_avx2(_mm256_add_ps(even[i], _mm512_extractf32x8_ps(acc[r][i], 1)));
-  }
+// [S(b), S(b + 1), S(b + 2), S(b + 3)] from two steps' lanes (s0: blocks b, b + 1; s1: b + 2, b + 3).
+SA_VNNI inline __m128i sum4_steps(__m512i s0, __m512i s1) {
+  // 128-bit lanes: the four blocks, each as 4 partial sums
+  __m512i t = _mm512_add_epi32(_mm512_shuffle_i32x4(s0, s1, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_i32x4(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)));
+  t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
+  t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
+  return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), t));
 }
 
-// Rows [0, rows) of w against NX inputs through dot_q32_core: in pairs when several inputs share
-// them (a prefill), so each input block is loaded once for two rows; one input (decode) streams
-// its rows one after the other (in pairs the weights came from memory at half the rate: 1B Q8_0
-// decode, one thread, 14.7 -> 6.8 tokens/s). out[i * 4 + r] = row r . x[i]. (Four rows at once
-// for a prefill, 16 accumulators, left the shipped model's one-thread avx512-vnni prefill where it
-// was: 2,994 -> 2,991 tokens/s, two runs each; not kept.)
-template <class L, int NX, bool U, class SIDE>
-SA_VNNI void rows_q32(const SIDE& side, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nb,
-                      const float* table, float* out) {
-  float o[2 * NX];
-  for (int64_t r = 0; r < rows;) {
-    const int rm = NX > 1 && r + 1 < rows ? 2 : 1;
-    if (rm == 2) dot_q32_core<L, 2, NX, U>(side, r, w, row_size, x, nb, table, o);
-    else dot_q32_core<L, 1, NX, U>(side, r, w, row_size, x, nb, table, o);
-    for (int k = 0; k < rm; ++k)
-      for (int i = 0; i < NX; ++i) out[i * 4 + r + k] = o[k * NX + i];
-    r += rm;
+// Q8_0 / Q4_0, a row against NX inputs (decode; a few inputs): four blocks (two dpbusd steps) at a
+// time, their lanes folded into four totals together and one 4-lane float step on chains b mod
+// 8 .. + 3; the last nb mod 4 blocks through the AVX2 kernel's tail.
+template <class L, int NX, bool U>
+SA_VNNI void dot_q32_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
+  __m128 acc[NX][2];
+  for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const uint8_t* blk = row + b * L::bytes;
+    q32_step<L, U> s0, s1;
+    s0.load(blk);
+    s1.load(blk + 2 * L::bytes);
+    const __m128 dw4 = _mm_setr_ps(table[quant_detail::load_u16(blk)], table[quant_detail::load_u16(blk + L::bytes)],
+                                   table[quant_detail::load_u16(blk + 2 * L::bytes)],
+                                   table[quant_detail::load_u16(blk + 3 * L::bytes)]);
+    for (int i = 0; i < NX; ++i) {
+      const __m128i t = sum4_steps(s0.dot(x[i], b), s1.dot(x[i], b + 2));
+      __m128& a = acc[i][(b >> 2) & 1];
+      a = _mm_fmadd_ps(_mm_mul_ps(dw4, _mm_loadu_ps(x[i].d + b)), _mm_cvtepi32_ps(t), a);
+    }
   }
+  for (int i = 0; i < NX; ++i) out[i] = q32_finish<L>(acc[i][0], acc[i][1], row, x[i], b, nb, table);
 }
 
 // Q4_K, a row at a time (decode; a few inputs): a chunk's 64 levels (low nibbles, then high)
@@ -637,9 +634,9 @@ SA_VNNI void dot_q6_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
 // (the input's 4 levels broadcast), a sub-block one multiply by its scales, and a block one
 // float step per input for all 16 rows: T and M are whole-block integers in each lane, as the
 // oracle defines them. The rearranging is paid once per call, so only calls with at least
-// k_q4_k_rows16_inputs inputs come here.
+// k_rows16_inputs inputs come here.
 constexpr int64_t k_q4_k_rows16_block = 64 * 64 + 8 * 64 + 8 * 64 + 64 + 64;
-constexpr int64_t k_q4_k_rows16_inputs = 8;
+constexpr int64_t k_rows16_inputs = 8;
 
 // Rows [0, rows) of w (rows <= 16; the other lanes zero) rearranged into p [nb][k_q4_k_rows16_block].
 void q4_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table, uint8_t* p) {
@@ -704,11 +701,9 @@ SA_VNNI void q4_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, fl
   }
 }
 
-// kernels::dot_q8_rows16 of avx512-vnni: Q4_K with at least k_q4_k_rows16_inputs inputs.
-SA_VNNI bool dot_q8_rows16_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
-                                int64_t nx, int64_t n_in, float* out) {
-  if (type != dtype::q4_k || nx < k_q4_k_rows16_inputs || rows > 16) return false;
-  const int64_t nb = n_in / 256;
+// Rows [0, rows) of w (rows <= 16) against nx inputs, out[i * 16 + r].
+SA_VNNI void dot_q4_k_rows16(const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nx, int64_t nb,
+                             float* out) {
   thread_local std::vector<uint8_t> packed;
   thread_local std::vector<float> acc;  // [nx][chain][16 rows]
   packed.resize(static_cast<size_t>(nb * k_q4_k_rows16_block));
@@ -722,68 +717,91 @@ SA_VNNI bool dot_q8_rows16_vnni(dtype type, const uint8_t* w, size_t row_size, i
   }
   for (int64_t i = 0; i < nx; ++i)
     for (int64_t r = 0; r < rows; ++r) out[i * 16 + r] = acc[static_cast<size_t>(i * 32 + r)] + acc[static_cast<size_t>(i * 32 + 16 + r)];
+}
+
+// ---- Q8_0 and Q4_0 with weight rows in the lanes (a prefill) ---------------------------------
+//
+// The same arrangement for the 32-element blocks: per block, the 16 rows' signed levels in
+// groups of 4 ([group g: 8][row r: 16][4 bytes]), each row's dpbusd start -128 * (its levels'
+// sum) for the biased inputs, and its scale: k_q32_rows16_block bytes. A block costs 8 dpbusd
+// per input for all 16 rows (each the input's 4 biased levels broadcast) and one float step;
+// the oracle's 8 chains per output sit in a small array per group of inputs, which stays in L1.
+constexpr int64_t k_q32_rows16_block = 8 * 64 + 64 + 64;
+
+template <class L>
+SA_VNNI void q32_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table, uint8_t* p) {
+  std::memset(p, 0, static_cast<size_t>(nb * k_q32_rows16_block));
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* pb = p + b * k_q32_rows16_block;
+    int32_t* start = reinterpret_cast<int32_t*>(pb + 512);
+    float* dw = reinterpret_cast<float*>(pb + 576);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* blk = w + static_cast<size_t>(r) * row_size + b * L::bytes;
+      alignas(32) int8_t lv[32];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lv), L::get(blk));
+      int32_t sum = 0;
+      for (int g = 0; g < 8; ++g) std::memcpy(pb + 64 * g + 4 * r, lv + 4 * g, 4);
+      for (int8_t v : lv) sum += v;
+      start[r] = -128 * sum;
+      dw[r] = table[quant_detail::load_u16(blk)];
+    }
+  }
+}
+
+// NX biased inputs against a packed tile's blocks, all of them; out[i * 16 + r].
+template <int NX>
+SA_VNNI void q32_rows16_inputs(const uint8_t* packed, int64_t nb, const q8_row* x, float* out) {
+  __m512 acc[NX][8];
+  for (int i = 0; i < NX; ++i)
+    for (int c = 0; c < 8; ++c) acc[i][c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = packed + b * k_q32_rows16_block;
+    const __m512i start = _mm512_loadu_si512(pb + 512);
+    const __m512 dw = _mm512_loadu_ps(pb + 576);
+    __m512i s[NX];
+    for (int i = 0; i < NX; ++i) s[i] = start;
+    for (int g = 0; g < 8; ++g) {
+      const __m512i wv = _mm512_loadu_si512(pb + 64 * g);
+      for (int i = 0; i < NX; ++i) {
+        int32_t u4;
+        std::memcpy(&u4, x[i].u + 32 * b + 4 * g, 4);
+        s[i] = _mm512_dpbusd_epi32(s[i], _mm512_set1_epi32(u4), wv);
+      }
+    }
+    for (int i = 0; i < NX; ++i)
+      acc[i][b & 7] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x[i].d[b])), _mm512_cvtepi32_ps(s[i]), acc[i][b & 7]);
+  }
+  for (int i = 0; i < NX; ++i) {
+    const __m512 v = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[i][0], acc[i][4]), _mm512_add_ps(acc[i][1], acc[i][5])),
+                                   _mm512_add_ps(_mm512_add_ps(acc[i][2], acc[i][6]), _mm512_add_ps(acc[i][3], acc[i][7])));
+    _mm512_storeu_ps(out + i * 16, v);
+  }
+}
+
+template <class L>
+SA_VNNI void dot_q32_rows16(const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nx, int64_t nb,
+                            float* out) {
+  thread_local std::vector<uint8_t> packed;
+  packed.resize(static_cast<size_t>(nb * k_q32_rows16_block));
+  q32_rows16_pack<L>(w, row_size, rows, nb, quant_detail::fp16_table(), packed.data());
+  for_input_groups(nx, [&](auto n, int64_t g) { q32_rows16_inputs<decltype(n)::value>(packed.data(), nb, x + g, out + g * 16); });
+}
+
+// kernels::dot_q8_rows16 of avx512-vnni: Q4_K, and Q8_0 / Q4_0 with biased inputs, from
+// k_rows16_inputs inputs.
+SA_VNNI bool dot_q8_rows16_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
+                                int64_t nx, int64_t n_in, float* out) {
+  if (nx < k_rows16_inputs || rows > 16) return false;
+  if (type == dtype::q4_k) {
+    dot_q4_k_rows16(w, row_size, rows, x, nx, n_in / 256, out);
+    return true;
+  }
+  if (type != dtype::q8_0 && type != dtype::q4_0) return false;
+  for (int64_t i = 0; i < nx; ++i)
+    if (x[i].u == nullptr) return false;
+  if (type == dtype::q8_0) dot_q32_rows16<q8_0_levels>(w, row_size, rows, x, nx, n_in / 32, out);
+  else dot_q32_rows16<q4_0_levels>(w, row_size, rows, x, nx, n_in / 32, out);
   return true;
-}
-
-// A prefill's many inputs against the same rows: each row's side of a step (the two blocks'
-// levels as dpbusd takes them, the biased start, the scale pair) is made once per call and read
-// back for every group of 4 inputs, where rows_q32_vnni remakes it for each group. The
-// arithmetic per (row, input, block) is the same dot_q32_core with U, so the bits are the oracle's.
-// A step's prepared side: [w][start][dw], 64 bytes each (bytes, so that no type outside the
-// target-attributed functions holds AVX-512 vectors).
-constexpr int64_t k_q32_prep_bytes = 192;
-
-template <class L>
-SA_VNNI void prep_q32_row(const uint8_t* row, int64_t nb, const float* table, uint8_t* p) {
-  const q32_side_blocks<L, true> side{row, 0, table};
-  for (int64_t b = 0; b + 2 <= nb; b += 2, p += k_q32_prep_bytes) {
-    __m512i w, start;
-    __mmask64 neg;
-    __m512 dw;
-    side.get(0, b, b / 2, w, start, neg, dw);
-    _mm512_storeu_si512(p, w);
-    _mm512_storeu_si512(p + 64, start);
-    _mm512_storeu_ps(p + 128, dw);
-  }
-}
-
-// The rows' side of a step from prep_q32_row's steps: prep[r] those of row r.
-struct q32_side_prepped {
-  const uint8_t* const* prep;
-  SA_VNNI void get(int64_t r, int64_t, int64_t step, __m512i& wa, __m512i& start, __mmask64& neg, __m512& dw) const {
-    const uint8_t* p = prep[r] + step * k_q32_prep_bytes;
-    wa = _mm512_loadu_si512(p);
-    start = _mm512_loadu_si512(p + 64);
-    neg = 0;
-    dw = _mm512_loadu_ps(p + 128);
-  }
-};
-
-// Up to 4 rows against any number of biased inputs (nx > 4: a prefill), in groups of 4 inputs.
-template <class L>
-SA_VNNI void many_q32_vnni(const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nx, int64_t nb,
-                           const float* table, float* out) {
-  thread_local std::vector<uint8_t> buf;
-  const int64_t row_prep = nb / 2 * k_q32_prep_bytes;
-  if (buf.size() < static_cast<size_t>(4 * row_prep)) buf.resize(static_cast<size_t>(4 * row_prep));
-  const uint8_t* prep[4] = {};
-  for (int64_t r = 0; r < rows; ++r) {
-    uint8_t* p = buf.data() + r * row_prep;
-    prep_q32_row<L>(w + static_cast<size_t>(r) * row_size, nb, table, p);
-    prep[r] = p;
-  }
-  const q32_side_prepped side{prep};
-  for_input_groups(nx, [&](auto n, int64_t g) {
-    rows_q32<L, decltype(n)::value, true>(side, w, row_size, rows, x + g, nb, table, out + g * 4);
-  });
-}
-
-// Q8_0 / Q4_0 rows against NX inputs, each row's side of a step read from its blocks.
-template <class L, int NX>
-SA_VNNI void rows_q32_vnni(const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nb, bool biased,
-                           const float* table, float* out) {
-  if (biased) rows_q32<L, NX, true>(q32_side_blocks<L, true>{w, row_size, table}, w, row_size, rows, x, nb, table, out);
-  else rows_q32<L, NX, false>(q32_side_blocks<L, false>{w, row_size, table}, w, row_size, rows, x, nb, table, out);
 }
 
 template <int NX>
@@ -792,12 +810,18 @@ SA_VNNI void rows_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t ro
   const float* table = quant_detail::fp16_table();
   bool biased = true;  // every input has its biased levels
   for (int i = 0; i < NX; ++i) biased = biased && x[i].u != nullptr;
-  if (type == dtype::q8_0) return rows_q32_vnni<q8_0_levels, NX>(w, row_size, rows, x, n_in / 32, biased, table, out);
-  if (type == dtype::q4_0) return rows_q32_vnni<q4_0_levels, NX>(w, row_size, rows, x, n_in / 32, biased, table, out);
   float o[NX];
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + static_cast<size_t>(r) * row_size;
     switch (type) {
+      case dtype::q8_0:
+        if (biased) dot_q32_vnni<q8_0_levels, NX, true>(row, x, n_in / 32, table, o);
+        else dot_q32_vnni<q8_0_levels, NX, false>(row, x, n_in / 32, table, o);
+        break;
+      case dtype::q4_0:
+        if (biased) dot_q32_vnni<q4_0_levels, NX, true>(row, x, n_in / 32, table, o);
+        else dot_q32_vnni<q4_0_levels, NX, false>(row, x, n_in / 32, table, o);
+        break;
       case dtype::q4_k: dot_q4_k_vnni<NX>(row, x, n_in / 256, table, o); break;
       case dtype::q6_k: dot_q6_k_vnni<NX>(row, x, n_in / 256, table, o); break;
       default:
@@ -810,15 +834,6 @@ SA_VNNI void rows_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t ro
 
 SA_VNNI void dot_q8_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                          int64_t nx, int64_t n_in, float* out) {
-  if (nx > 4 && (type == dtype::q8_0 || type == dtype::q4_0)) {
-    bool biased = true;
-    for (int64_t i = 0; i < nx; ++i) biased = biased && x[i].u != nullptr;
-    if (biased) {
-      const float* table = quant_detail::fp16_table();
-      if (type == dtype::q8_0) return many_q32_vnni<q8_0_levels>(w, row_size, rows, x, nx, n_in / 32, table, out);
-      return many_q32_vnni<q4_0_levels>(w, row_size, rows, x, nx, n_in / 32, table, out);
-    }
-  }
   for_input_groups(nx, [&](auto n, int64_t g) { rows_vnni<decltype(n)::value>(type, w, row_size, rows, x + g, n_in, out + g * 4); });
 }
 

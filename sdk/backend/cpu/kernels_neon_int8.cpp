@@ -5,11 +5,10 @@
 // changes results, so it runs only when named, and it computes dot_q8_scalar's arithmetic bit
 // for bit.
 //
-// SDOT is the oracle's lane: lane j of vdotq_s32(w, q) over 16 bytes is the sum of the 4
-// products 4j .. 4j + 3, so a 32-element block's two 16-byte halves give the oracle's 8 exact
-// int32 lane sums directly (lanes 0..3, 4..7); the float steps are the oracle's fused
-// multiply-adds (vfmaq_f32), and the lanes are summed in its order at the end. Each weight
-// block is expanded once for all the input rows of a call.
+// SDOT sums 4 products a lane, exactly: a 32-element block's two 16-byte halves give 4 lanes
+// whose total is the oracle's block sum (vaddvq), a k-quant's sub-block likewise before its
+// scale; the float steps are the oracle's fused multiply-adds on its chains, in its order. Each
+// weight block is expanded once for all the input rows of a call.
 #include "backend/cpu/kernel_set.h"
 
 #if defined(__aarch64__) && defined(__GNUC__)
@@ -50,28 +49,22 @@ struct q4_0_levels {  // low nibbles -> elements 0..15, high -> 16..31; level - 
   }
 };
 
-// Q8_0 / Q4_0: block b's 8 lane sums into acc[i][2 (b mod 2)] (lanes 0..3) and [.. + 1] (4..7).
+// Q8_0 / Q4_0: block b's sum S (two SDOTs, then across the lanes) on chain b mod 8.
 template <class L, int NX>
 SA_DOTPROD void dot_q32(const uint8_t* row, const q8_row* x, int64_t nb, const float* table, float* out) {
-  float32x4_t acc[NX][4];
-  for (int i = 0; i < NX; ++i)
-    for (int k = 0; k < 4; ++k) acc[i][k] = vdupq_n_f32(0.0f);
+  float acc[NX][8] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * L::bytes;
     int8x16_t w0, w1;
     L::get(blk, w0, w1);
     const float dw = table[quant_detail::load_u16(blk)];
-    const int half = static_cast<int>(b & 1) * 2;
     for (int i = 0; i < NX; ++i) {
       const int8_t* q = x[i].q + 32 * b;
-      const int32x4_t s0 = vdotq_s32(vdupq_n_s32(0), w0, vld1q_s8(q));
-      const int32x4_t s1 = vdotq_s32(vdupq_n_s32(0), w1, vld1q_s8(q + 16));
-      const float32x4_t f = vdupq_n_f32(dw * x[i].d[b]);
-      acc[i][half] = vfmaq_f32(acc[i][half], f, vcvtq_f32_s32(s0));
-      acc[i][half + 1] = vfmaq_f32(acc[i][half + 1], f, vcvtq_f32_s32(s1));
+      const int32x4_t s = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, vld1q_s8(q)), w1, vld1q_s8(q + 16));
+      acc[i][b & 7] = std::fma(dw * x[i].d[b], static_cast<float>(vaddvq_s32(s)), acc[i][b & 7]);
     }
   }
-  for (int i = 0; i < NX; ++i) out[i] = reduce8(vaddq_f32(acc[i][0], acc[i][2]), vaddq_f32(acc[i][1], acc[i][3]));
+  for (int i = 0; i < NX; ++i) out[i] = reduce8(vld1q_f32(acc[i]), vld1q_f32(acc[i] + 4));
 }
 
 // Q4_K: chunk c of qs (32 bytes) holds sub-blocks 2c (low nibbles) and 2c + 1 (high); each
