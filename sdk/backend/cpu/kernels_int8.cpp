@@ -237,8 +237,13 @@ SA_AVX2 inline __m128i sum4_blocks(__m256i s0, __m256i s1, __m256i s2, __m256i s
 // The oracle's result from its 8 chains, given as two 4-lane halves (chains 0..3, 4..7) after
 // blocks [0, b), with blocks [b, nb) of row against x added one at a time.
 template <class L>
-SA_AVX2 float q32_finish(__m128 lo, __m128 hi, const uint8_t* row, const q8_row& x, int64_t b, int64_t nb,
-                         const float* table) {
+SA_AVX2 inline float q32_finish(__m128 lo, __m128 hi, const uint8_t* row, const q8_row& x, int64_t b, int64_t nb,
+                                const float* table) {
+  if (b == nb) {  // reduce8 in lanes: t = (c0 + c4, .., c3 + c7), then (t0 + t1) + (t2 + t3)
+    const __m128 t = _mm_add_ps(lo, hi);
+    const __m128 p = _mm_add_ps(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehl_ps(p, p)));
+  }
   float c[8];
   _mm_storeu_ps(c, lo);
   _mm_storeu_ps(c + 4, hi);
