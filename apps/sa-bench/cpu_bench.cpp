@@ -124,7 +124,8 @@ int cpu_bench(const std::string& model_path, const std::vector<int>& thread_coun
   }
   const sa::cpu::kernel_set all[] = {sa::cpu::kernel_set::reference, sa::cpu::kernel_set::avx2,
                                      sa::cpu::kernel_set::avx2_int8, sa::cpu::kernel_set::avx512_vnni,
-                                     sa::cpu::kernel_set::neon};
+                                     sa::cpu::kernel_set::avx512_amx, sa::cpu::kernel_set::neon,
+                                     sa::cpu::kernel_set::neon_dotprod};
   std::vector<sa::cpu::kernel_set> sets;
   for (sa::cpu::kernel_set set : all)
     if (kernels.empty() || std::find(kernels.begin(), kernels.end(), sa::cpu::kernel_set_name(set)) != kernels.end())
@@ -132,7 +133,7 @@ int cpu_bench(const std::string& model_path, const std::vector<int>& thread_coun
   for (const std::string& name : kernels)
     if (std::none_of(std::begin(all), std::end(all),
                      [&](sa::cpu::kernel_set s) { return name == sa::cpu::kernel_set_name(s); })) {
-      std::fprintf(stderr, "sa-bench cpu: no kernel set '%s' (reference, avx2, avx2-int8, avx512-vnni, neon, neon-dotprod)\n", name.c_str());
+      std::fprintf(stderr, "sa-bench cpu: no kernel set '%s' (reference, avx2, avx2-int8, avx512-vnni, avx512-amx, neon, neon-dotprod)\n", name.c_str());
       return 2;
     }
   sa_model* m = nullptr;

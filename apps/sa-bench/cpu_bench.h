@@ -8,7 +8,7 @@
 // Prints, for each kernel set and thread count, prefill tokens/s over `prompt` random tokens
 // and decode tokens/s over `steps` greedy steps after them (best of `reps` runs), and the
 // weight bytes a decode step reads / its time beside a read-bandwidth probe with as many threads.
-// `kernels` names the sets ("reference", "avx2", "avx2-int8", "avx512-vnni", "neon",
+// `kernels` names the sets ("reference", "avx2", "avx2-int8", "avx512-vnni", "avx512-amx", "neon",
 // "neon-dotprod"); empty: every set this CPU runs, the opt-in int8 ones included. A named set
 // this CPU cannot run is skipped.
 int cpu_bench(const std::string& model_path, const std::vector<int>& thread_counts, int prompt,

@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
     ("max-len", "memory and store modes: longest stream", cxxopts::value<long long>()->default_value("65536"))
     ("reps", "cache-update, store and cpu modes: repetitions", cxxopts::value<int>()->default_value("3"))
     ("thread-counts", "cpu mode: thread counts", cxxopts::value<std::vector<int>>()->default_value("1,2"))
-    ("kernels", "cpu mode: kernel sets (reference, avx2, avx2-int8, avx512-vnni, neon, neon-dotprod); default every one this CPU runs", cxxopts::value<std::vector<std::string>>())
+    ("kernels", "cpu mode: kernel sets (reference, avx2, avx2-int8, avx512-vnni, avx512-amx, neon, neon-dotprod); default every one this CPU runs", cxxopts::value<std::vector<std::string>>())
     ("prompt", "cpu mode: prompt tokens", cxxopts::value<int>()->default_value("512"))
     ("lengths", "sparse mode: context lengths", cxxopts::value<std::vector<int>>()->default_value("2048,8192"))
     ("steps", "sparse, cpu and gpu decode modes: decode steps", cxxopts::value<int>()->default_value("64"))

@@ -734,13 +734,14 @@ typedef struct sa_backend_desc {
                                ("avx2": x86-64 with AVX2, FMA and F16C; "neon": AArch64; else
                                "reference"), or the one
                                the environment variable SA_CPU_KERNELS names if it runs here;
-                               these sets give the same results bit for bit. Three more are
+                               these sets give the same results bit for bit. Four more are
                                opt-in, by that variable only, and change results:
-                               "avx2-int8", "avx512-vnni" (x86-64 with AVX-512 VNNI) and
+                               "avx2-int8", "avx512-vnni" (x86-64 with AVX-512 VNNI),
+                               "avx512-amx" (that, and AMX tiles for a prefill's products) and
                                "neon-dotprod" (AArch64 with the dot-product instructions)
                                multiply Q8_0, Q4_0, Q4_K and Q6_K weights with integer dot
                                products on inputs quantized to 8 bits, faster and within that
-                               quantization's error of the others (the three give each other's
+                               quantization's error of the others (the four give each other's
                                bits). */
   uint64_t memory_bytes;    /* device memory (for the CPU: physical memory) */
   uint64_t free_bytes;      /* free memory when listed */

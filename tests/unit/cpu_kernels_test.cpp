@@ -371,7 +371,8 @@ TEST_P(cpu_kernels, greedy_decodes_of_the_shipped_models_are_the_references_bits
 class cpu_int8_kernels : public cpu_kernels {};
 
 INSTANTIATE_TEST_SUITE_P(sets, cpu_int8_kernels,
-                         ::testing::Values(kernel_set::avx2_int8, kernel_set::avx512_vnni, kernel_set::neon_dotprod),
+                         ::testing::Values(kernel_set::avx2_int8, kernel_set::avx512_vnni, kernel_set::neon_dotprod,
+                                           kernel_set::avx512_amx),
                          set_name);
 
 constexpr dtype k_int8_types[] = {dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k};
@@ -582,21 +583,27 @@ TEST_P(cpu_int8_kernels, integer_products_of_random_blocks_equal_the_scalar_orac
         ASSERT_EQ(std::memcmp(want, got, sizeof want), 0) << sa::traits(type).name << " rep " << rep << ", biased " << biased;
       }
       // A set's 16-row kernel (rows in its lanes) on 16 such rows (13 of them on odd reps: the
-      // other lanes empty) against 9 inputs, where it takes the type.
+      // other lanes empty) against 21 inputs, where it takes the type: one buffer of inputs, as
+      // a product's (avx512-amx takes 16 evenly spaced ones as a tile, the other 5 in lanes).
       if (k->dot_q8_rows16 == nullptr) continue;
-      const int64_t rows = rep % 2 ? 13 : 16, nx = 9;
+      const int64_t rows = rep % 2 ? 13 : 16, nx = 21, block = sa::cpu::q8_block(type);
       std::vector<uint8_t> w16(static_cast<size_t>(rows) * row);
       for (size_t b = 0; b < w16.size(); ++b) w16[b] = w[b % w.size()] ^ next();
       for (size_t b = scale_at; b + 2 <= w16.size(); b += bytes)
         for (size_t s = 0; s < static_cast<size_t>(scales); ++s) w16[b + 2 * s + 1] = static_cast<uint8_t>(w16[b + 2 * s + 1] & 0x93);
-      std::vector<quantized_input> xs;
+      std::vector<int8_t> qs(static_cast<size_t>(nx * n));
+      std::vector<float> ds(static_cast<size_t>(nx * n / block));
+      std::vector<int16_t> sums(static_cast<size_t>(nx * n / 16));
+      std::vector<uint8_t> us(qs.size());
+      std::vector<sa::cpu::q8_row> xr;
       for (int64_t i = 0; i < nx; ++i) {
         std::vector<float> xi = awkward_input(n, 500 + static_cast<uint64_t>(rep * nx + i));
         for (int64_t e = i; e < n; e += 5) xi[static_cast<size_t>(e)] = e % 2 ? 9.0f : -9.0f;
-        xs.emplace_back(type, xi);
+        int8_t* q = qs.data() + i * n;
+        sa::cpu::quantize_q8_row(xi.data(), n, block, q, ds.data() + i * (n / block), sums.data() + i * (n / 16));
+        sa::cpu::bias_q8_row(q, n, us.data() + i * n);
+        xr.push_back({q, ds.data() + i * (n / block), sums.data() + i * (n / 16), us.data() + i * n});
       }
-      std::vector<sa::cpu::q8_row> xr;
-      for (const quantized_input& q : xs) xr.push_back(q.row(true));
       std::vector<float> got(static_cast<size_t>(nx * 16));
       if (!k->dot_q8_rows16(type, w16.data(), row, rows, xr.data(), nx, n, got.data())) continue;
       for (int64_t r0 = 0; r0 < rows; r0 += 4) {

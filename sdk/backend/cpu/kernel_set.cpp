@@ -16,7 +16,8 @@ const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, dot_block, a
                                exp_shifted, swiglu_span, nullptr};
 
 constexpr kernel_set k_all[] = {kernel_set::reference, kernel_set::avx2, kernel_set::avx2_int8,
-                                kernel_set::avx512_vnni, kernel_set::neon, kernel_set::neon_dotprod};
+                                kernel_set::avx512_vnni, kernel_set::neon, kernel_set::neon_dotprod,
+                                kernel_set::avx512_amx};
 
 const kernels* kernels_of(kernel_set s) {
   switch (s) {
@@ -26,6 +27,7 @@ const kernels* kernels_of(kernel_set s) {
     case kernel_set::avx512_vnni: return avx512_vnni_kernels();
     case kernel_set::neon: return neon_kernels();
     case kernel_set::neon_dotprod: return neon_dotprod_kernels();
+    case kernel_set::avx512_amx: return avx512_amx_kernels();
   }
   return nullptr;
 }
@@ -55,6 +57,7 @@ const char* kernel_set_name(kernel_set s) {
     case kernel_set::avx512_vnni: return "avx512-vnni";
     case kernel_set::neon: return "neon";
     case kernel_set::neon_dotprod: return "neon-dotprod";
+    case kernel_set::avx512_amx: return "avx512-amx";
   }
   return "unknown";
 }

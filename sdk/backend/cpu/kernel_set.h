@@ -7,7 +7,7 @@
 // reference's arithmetic, and the lanes are summed in the reference's order; so which set runs changes a result's speed, never the
 // result. (tests/unit/cpu_kernels_test.cpp checks each compiled set against the reference.)
 //
-// The exception is opt-in: the int8 sets (avx2-int8, avx512-vnni; neon-dotprod on AArch64) are
+// The exception is opt-in: the int8 sets (avx2-int8, avx512-vnni, avx512-amx; neon-dotprod on AArch64) are
 // never chosen on their own. They are avx2 (and FMA), or neon, plus integer products for Q8_0,
 // Q4_0, Q4_K and Q6_K weights: each input row of a
 // product is quantized once to 8-bit levels (quantize_q8_row), and the weights' own integer
@@ -33,9 +33,10 @@ enum class kernel_set : int32_t {
   avx512_vnni = 3,  // opt-in: the same integer products with AVX-512 VNNI dot products
   neon = 4,         // AArch64 with Advanced SIMD (every AArch64 CPU)
   neon_dotprod = 5, // opt-in: neon with integer products on 8-bit inputs (SDOT)
+  avx512_amx = 6,   // opt-in: avx512-vnni with a prefill's integer products on AMX tiles
 };
 
-// "reference", "avx2", "avx2-int8", "avx512-vnni", "neon", "neon-dotprod".
+// "reference", "avx2", "avx2-int8", "avx512-vnni", "neon", "neon-dotprod", "avx512-amx".
 const char* kernel_set_name(kernel_set s);
 
 // Whether this build has the set and this CPU runs it.
@@ -43,7 +44,7 @@ bool kernel_set_supported(kernel_set s);
 
 // The set sessions use: the best supported one of those that keep the reference's bits
 // (reference, avx2 on x86-64, neon on AArch64), or the one SA_CPU_KERNELS names ("reference",
-// "avx2", "avx2-int8", "avx512-vnni", "neon", "neon-dotprod") when it is supported (an unknown or unsupported name
+// "avx2", "avx2-int8", "avx512-vnni", "neon", "neon-dotprod", "avx512-amx") when it is supported (an unknown or unsupported name
 // is ignored). The int8 sets run only when named.
 kernel_set active_kernel_set();
 
@@ -168,6 +169,7 @@ const kernels& active_kernels();
 const kernels* avx2_kernels();
 const kernels* avx2_int8_kernels();
 const kernels* avx512_vnni_kernels();
+const kernels* avx512_amx_kernels();
 const kernels* neon_kernels();
 const kernels* neon_dotprod_kernels();
 

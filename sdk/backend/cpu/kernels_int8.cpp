@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/cpu/int8_rows.h"
+#include "backend/cpu/int8_rows16.h"
 #include "backend/cpu/kernel_set.h"
 #include "quant/quant_impl.h"
 
@@ -639,9 +640,8 @@ SA_VNNI void dot_q6_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
 // (the input's 4 levels broadcast), a sub-block one multiply by its scales, and a block one
 // float step per input for all 16 rows: T and M are whole-block integers in each lane, as the
 // oracle defines them. The rearranging is paid once per call, so only calls with at least
-// k_rows16_inputs inputs come here.
-constexpr int64_t k_q4_k_rows16_block = 64 * 64 + 8 * 64 + 8 * 64 + 64 + 64;
-constexpr int64_t k_rows16_inputs = 8;
+// rows16::k_min_inputs inputs come here.
+constexpr int64_t k_q4_k_rows16_block = rows16::k_q4_k_block;
 
 // Rows [0, rows) of w (rows <= 16; the other lanes zero) rearranged into p [nb][k_q4_k_rows16_block].
 void q4_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table, uint8_t* p) {
@@ -706,22 +706,17 @@ SA_VNNI void q4_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, fl
   }
 }
 
-// Rows [0, rows) of w (rows <= 16) against nx inputs, out[i * 16 + r].
-SA_VNNI void dot_q4_k_rows16(const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nx, int64_t nb,
-                             float* out) {
-  thread_local std::vector<uint8_t> packed;
+// A packed tile against nx inputs, out[i * 16 + r]: block after block (each chain's blocks in
+// order), every input against the block while its 5 KB stay in L1.
+SA_VNNI void q4_k_rows16_inputs(const uint8_t* packed, int64_t nb, const q8_row* x, int64_t nx, float* out) {
   thread_local std::vector<float> acc;  // [nx][chain][16 rows]
-  packed.resize(static_cast<size_t>(nb * k_q4_k_rows16_block));
   acc.assign(static_cast<size_t>(nx * 32), 0.0f);
-  q4_k_rows16_pack(w, row_size, rows, nb, quant_detail::fp16_table(), packed.data());
-  // Block after block (each chain's blocks in order), every input against the block while its
-  // 5 KB stay in L1.
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* pb = packed.data() + b * k_q4_k_rows16_block;
+    const uint8_t* pb = packed + b * k_q4_k_rows16_block;
     for_input_groups(nx, [&](auto n, int64_t g) { q4_k_rows16_block<decltype(n)::value>(pb, x + g, b, acc.data() + g * 32); });
   }
   for (int64_t i = 0; i < nx; ++i)
-    for (int64_t r = 0; r < rows; ++r) out[i * 16 + r] = acc[static_cast<size_t>(i * 32 + r)] + acc[static_cast<size_t>(i * 32 + 16 + r)];
+    _mm512_storeu_ps(out + i * 16, _mm512_add_ps(_mm512_loadu_ps(acc.data() + i * 32), _mm512_loadu_ps(acc.data() + i * 32 + 16)));
 }
 
 // ---- Q8_0 and Q4_0 with weight rows in the lanes (a prefill) ---------------------------------
@@ -731,7 +726,7 @@ SA_VNNI void dot_q4_k_rows16(const uint8_t* w, size_t row_size, int64_t rows, co
 // sum) for the biased inputs, and its scale: k_q32_rows16_block bytes. A block costs 8 dpbusd
 // per input for all 16 rows (each the input's 4 biased levels broadcast) and one float step;
 // the oracle's 8 chains per output sit in a small array per group of inputs, which stays in L1.
-constexpr int64_t k_q32_rows16_block = 8 * 64 + 64 + 64;
+constexpr int64_t k_q32_rows16_block = rows16::k_q32_block;
 
 template <class L>
 SA_VNNI void q32_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table, uint8_t* p) {
@@ -783,29 +778,52 @@ SA_VNNI void q32_rows16_inputs(const uint8_t* packed, int64_t nb, const q8_row* 
   }
 }
 
-template <class L>
-SA_VNNI void dot_q32_rows16(const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x, int64_t nx, int64_t nb,
-                            float* out) {
-  thread_local std::vector<uint8_t> packed;
-  packed.resize(static_cast<size_t>(nb * k_q32_rows16_block));
-  q32_rows16_pack<L>(w, row_size, rows, nb, quant_detail::fp16_table(), packed.data());
-  for_input_groups(nx, [&](auto n, int64_t g) { q32_rows16_inputs<decltype(n)::value>(packed.data(), nb, x + g, out + g * 16); });
+}  // namespace
+
+namespace rows16 {
+
+int64_t block_bytes(dtype type) {
+  switch (type) {
+    case dtype::q4_k: return k_q4_k_block;
+    case dtype::q8_0:
+    case dtype::q4_0: return k_q32_block;
+    default: return 0;
+  }
 }
 
-// kernels::dot_q8_rows16 of avx512-vnni: Q4_K, and Q8_0 / Q4_0 with biased inputs, from
-// k_rows16_inputs inputs.
+SA_VNNI void pack(dtype type, const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, uint8_t* p) {
+  const float* table = quant_detail::fp16_table();
+  if (type == dtype::q4_k) q4_k_rows16_pack(w, row_size, rows, nb, table, p);
+  else if (type == dtype::q8_0) q32_rows16_pack<q8_0_levels>(w, row_size, rows, nb, table, p);
+  else if (type == dtype::q4_0) q32_rows16_pack<q4_0_levels>(w, row_size, rows, nb, table, p);
+}
+
+SA_VNNI void vnni(dtype type, const uint8_t* packed, int64_t nb, const q8_row* x, int64_t nx, float* out) {
+  if (type == dtype::q4_k) return q4_k_rows16_inputs(packed, nb, x, nx, out);
+  for_input_groups(nx, [&](auto n, int64_t g) { q32_rows16_inputs<decltype(n)::value>(packed, nb, x + g, out + g * 16); });
+}
+
+bool takes(dtype type, int64_t rows, const q8_row* x, int64_t nx) {
+  if (nx < k_min_inputs || rows > 16 || block_bytes(type) == 0) return false;
+  if (type == dtype::q4_k) return true;
+  for (int64_t i = 0; i < nx; ++i)  // the 32-blocks' kernel reads the biased inputs
+    if (x[i].u == nullptr) return false;
+  return true;
+}
+
+}  // namespace rows16
+
+namespace {
+
+// kernels::dot_q8_rows16 of avx512-vnni.
 SA_VNNI bool dot_q8_rows16_vnni(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                                 int64_t nx, int64_t n_in, float* out) {
-  if (nx < k_rows16_inputs || rows > 16) return false;
-  if (type == dtype::q4_k) {
-    dot_q4_k_rows16(w, row_size, rows, x, nx, n_in / 256, out);
-    return true;
-  }
-  if (type != dtype::q8_0 && type != dtype::q4_0) return false;
-  for (int64_t i = 0; i < nx; ++i)
-    if (x[i].u == nullptr) return false;
-  if (type == dtype::q8_0) dot_q32_rows16<q8_0_levels>(w, row_size, rows, x, nx, n_in / 32, out);
-  else dot_q32_rows16<q4_0_levels>(w, row_size, rows, x, nx, n_in / 32, out);
+  if (!rows16::takes(type, rows, x, nx)) return false;
+  const int64_t nb = n_in / q8_block(type);
+  thread_local std::vector<uint8_t> packed;
+  packed.resize(static_cast<size_t>(nb * rows16::block_bytes(type)));
+  rows16::pack(type, w, row_size, rows, nb, packed.data());
+  rows16::vnni(type, packed.data(), nb, x, nx, out);
   return true;
 }
 
