@@ -208,6 +208,15 @@ SA_AVX2 inline int32_t hsum_i32(__m256i v) {
 
 SA_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// Decode (one input) streams its weights from memory: each step asks for the lines 2 KB ahead of
+// the bytes [p, p + bytes) it reads, so that more of them are on their way than the hardware
+// prefetchers keep (1B models on one thread: Q8_0 decode +25 %, Q4_K +20 %).
+template <int NX>
+SA_AVX2 inline void prefetch_ahead(const uint8_t* p, int bytes) {
+  if constexpr (NX == 1)
+    for (int l = 0; l < bytes + 63; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + 2048 + l, _MM_HINT_T0);
+}
+
 // 8 int32: lane j = sum over i < 4 of w[4j + i] * x[4j + i] for signed bytes w (wa = |w|) and
 // x, |x| <= 127.
 SA_AVX2 inline __m256i lanes_i8(__m256i w, __m256i wa, __m256i x) {
@@ -266,6 +275,7 @@ SA_AVX2 void dot_q32_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const
   for (int i = 0; i < NX; ++i) acc[i][0] = acc[i][1] = _mm_setzero_ps();
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
+    prefetch_ahead<NX>(row + b * L::bytes, 4 * L::bytes);
     __m256i w[4], wa[4];
     float dw[4];
     for (int k = 0; k < 4; ++k) {
@@ -335,6 +345,7 @@ SA_AVX2 void dot_q4_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, cons
   float acc[NX][2] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 144;
+    prefetch_ahead<NX>(blk, 144);
     const float d = table[quant_detail::load_u16(blk)];
     const float dmin = table[quant_detail::load_u16(blk + 2)];
     const __m128i sm = q4_k_scales_mins(blk + 4);
@@ -386,6 +397,7 @@ SA_AVX2 void dot_q6_k_avx2(const uint8_t* row, const q8_row* x, int64_t nb, cons
   float acc[NX] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 210;
+    prefetch_ahead<NX>(blk, 210);
     const float d = table[quant_detail::load_u16(blk + 208)];
     const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
     const __m256i scales16 = _mm256_cvtepi8_epi16(scales);
@@ -482,6 +494,7 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
     const uint8_t* blk = row + b * L::bytes;
+    prefetch_ahead<NX>(blk, 4 * L::bytes);
     q32_step<L, U> s0, s1;
     s0.load(blk);
     s1.load(blk + 2 * L::bytes);
@@ -548,6 +561,7 @@ SA_VNNI void dot_q4_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
   for (int i = 0; i < NX; ++i) acc[i] = _mm_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
+    prefetch_ahead<NX>(row + b * 144, 2 * 144);
     __m512i t0[NX], t1[NX];
     q4_k_lanes<NX>(k, row, x, b, t0);
     q4_k_lanes<NX>(k, row, x, b + 1, t1);
@@ -597,6 +611,7 @@ SA_VNNI void dot_q6_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
   float acc[NX] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = row + b * 210;
+    prefetch_ahead<NX>(blk, 210);
     const float d = table[quant_detail::load_u16(blk + 208)];
     // both 128-bit halves hold all 16 scales: shuffle_epi8 indexes within each half
     const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
