@@ -658,31 +658,69 @@ SA_VNNI void dot_q6_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
 // rows16::k_min_inputs inputs come here.
 constexpr int64_t k_q4_k_rows16_block = rows16::k_q4_k_block;
 
-// Rows [0, rows) of w (rows <= 16; the other lanes zero) rearranged into p [nb][k_q4_k_rows16_block].
-void q4_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table, uint8_t* p) {
-  std::memset(p, 0, static_cast<size_t>(nb * k_q4_k_rows16_block));
+// The same 4 bytes of 16 rows (row r at base + offset[r]; lanes of absent rows zero): a tile's
+// column of dwords in one gather.
+struct rows16_gather {
+  __m512i offset;
+  __mmask16 present;
+  SA_VNNI rows16_gather(size_t row_size, int64_t rows) {
+    alignas(64) int32_t o[16] = {};
+    for (int64_t r = 0; r < rows; ++r) o[r] = static_cast<int32_t>(r * static_cast<int64_t>(row_size));
+    offset = _mm512_load_si512(o);
+    present = static_cast<__mmask16>((1u << rows) - 1u);
+  }
+  SA_VNNI __m512i get(const uint8_t* base) const {
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, offset, base, 1);
+  }
+};
+
+// The rows' d and dmin (or a 32-block's d: dmin null) through the f16 table, zero past rows.
+inline void rows16_scales(const uint8_t* blk0, size_t row_size, int64_t rows, const float* table, float* d,
+                          float* dmin) {
+  for (int64_t r = 0; r < 16; ++r) {
+    d[r] = 0.0f;
+    if (dmin != nullptr) dmin[r] = 0.0f;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* blk = blk0 + static_cast<size_t>(r) * row_size;
+    d[r] = table[quant_detail::load_u16(blk)];
+    if (dmin != nullptr) dmin[r] = table[quant_detail::load_u16(blk + 2)];
+  }
+}
+
+// Rows [0, rows) of w (rows <= 16; the other lanes zero) rearranged into p [nb][k_q4_k_rows16_block]:
+// dword k of chunk c of every row by one gather, its low nibbles group 16c + k (sub-block 2c),
+// its high nibbles group 16c + 8 + k (sub-block 2c + 1); the packed scales and mins of 16 rows
+// unpacked in lanes as q4_k_scales_mins does for one.
+SA_VNNI void q4_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table,
+                              uint8_t* p) {
+  const rows16_gather rg(row_size, rows);
+  const __m512i low4 = _mm512_set1_epi32(0x0F0F0F0F), low6 = _mm512_set1_epi32(0x3F3F3F3F),
+                low2 = _mm512_set1_epi32(0x03030303), byte = _mm512_set1_epi32(0xFF);
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* pb = p + b * k_q4_k_rows16_block;
-    int32_t* scales = reinterpret_cast<int32_t*>(pb + 4096);
-    int32_t* mins = scales + 128;
-    float* dd = reinterpret_cast<float*>(mins + 128);
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* blk = w + static_cast<size_t>(r) * row_size + b * 144;
-      const quant_detail::q4_k_header h = quant_detail::read_q4_k_header(blk, table);
-      uint8_t lv[256];
-      for (int c = 0; c < 4; ++c)
-        for (int i = 0; i < 32; ++i) {
-          lv[64 * c + i] = blk[16 + 32 * c + i] & 0xF;
-          lv[64 * c + 32 + i] = blk[16 + 32 * c + i] >> 4;
-        }
-      for (int g = 0; g < 64; ++g) std::memcpy(pb + 64 * g + 4 * r, lv + 4 * g, 4);
-      for (int j = 0; j < 8; ++j) {
-        scales[16 * j + r] = h.sc[j];
-        mins[16 * j + r] = h.m[j] | (h.m[j] << 16);
+    const uint8_t* base = w + b * 144;
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 8; ++k) {
+        const __m512i v = rg.get(base + 16 + 32 * c + 4 * k);
+        _mm512_storeu_si512(pb + 64 * (16 * c + k), _mm512_and_si512(v, low4));
+        _mm512_storeu_si512(pb + 64 * (16 * c + 8 + k), _mm512_and_si512(_mm512_srli_epi32(v, 4), low4));
       }
-      dd[r] = h.d;
-      dd[16 + r] = h.dmin;
+    const __m512i u0 = rg.get(base + 4), u1 = rg.get(base + 8), u2 = rg.get(base + 12);
+    const __m512i sc[2] = {_mm512_and_si512(u0, low6),
+                           _mm512_or_si512(_mm512_and_si512(u2, low4),
+                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), low2), 4))};
+    const __m512i mn[2] = {_mm512_and_si512(u1, low6),
+                           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), low4),
+                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), low2), 4))};
+    for (int j = 0; j < 8; ++j) {
+      const __m512i s = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], 8 * (j % 4)), byte);
+      const __m512i m = _mm512_and_si512(_mm512_srli_epi32(mn[j / 4], 8 * (j % 4)), byte);
+      _mm512_storeu_si512(pb + 4096 + 64 * j, s);
+      _mm512_storeu_si512(pb + 4608 + 64 * j, _mm512_or_si512(m, _mm512_slli_epi32(m, 16)));
     }
+    float* dd = reinterpret_cast<float*>(pb + 5120);
+    rows16_scales(base, row_size, rows, table, dd, dd + 16);
   }
 }
 
@@ -743,23 +781,30 @@ SA_VNNI void q4_k_rows16_inputs(const uint8_t* packed, int64_t nb, const q8_row*
 // the oracle's 8 chains per output sit in a small array per group of inputs, which stays in L1.
 constexpr int64_t k_q32_rows16_block = rows16::k_q32_block;
 
+// Group g of a 32-block's levels for 16 rows from their dwords: Q8_0 bytes 2 + 4g .. as they
+// are; Q4_0 the low nibbles of bytes 2 + 4g (g < 4) or the high ones of 2 + 4 (g - 4), less 8.
+template <class L>
+SA_VNNI __m512i q32_group_levels(const rows16_gather& rg, const uint8_t* blk0, int g) {
+  if constexpr (L::bytes == 34) return rg.get(blk0 + 2 + 4 * g);
+  const __m512i v = rg.get(blk0 + 2 + 4 * (g % 4));
+  const __m512i n = _mm512_and_si512(g < 4 ? v : _mm512_srli_epi32(v, 4), _mm512_set1_epi32(0x0F0F0F0F));
+  return _mm512_sub_epi8(n, _mm512_set1_epi8(8));  // absent rows' lanes: -8, never read (their d is 0)
+}
+
 template <class L>
 SA_VNNI void q32_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table, uint8_t* p) {
-  std::memset(p, 0, static_cast<size_t>(nb * k_q32_rows16_block));
+  const rows16_gather rg(row_size, rows);
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* pb = p + b * k_q32_rows16_block;
-    int32_t* start = reinterpret_cast<int32_t*>(pb + 512);
-    float* dw = reinterpret_cast<float*>(pb + 576);
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* blk = w + static_cast<size_t>(r) * row_size + b * L::bytes;
-      alignas(32) int8_t lv[32];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(lv), L::get(blk));
-      int32_t sum = 0;
-      for (int g = 0; g < 8; ++g) std::memcpy(pb + 64 * g + 4 * r, lv + 4 * g, 4);
-      for (int8_t v : lv) sum += v;
-      start[r] = -128 * sum;
-      dw[r] = table[quant_detail::load_u16(blk)];
+    const uint8_t* base = w + b * L::bytes;
+    __m512i sum = _mm512_setzero_si512();  // each row's level sum
+    for (int g = 0; g < 8; ++g) {
+      const __m512i v = q32_group_levels<L>(rg, base, g);
+      _mm512_storeu_si512(pb + 64 * g, v);
+      sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), v);
     }
+    _mm512_storeu_si512(pb + 512, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-128)));
+    rows16_scales(base, row_size, rows, table, reinterpret_cast<float*>(pb + 576), nullptr);
   }
 }
 
