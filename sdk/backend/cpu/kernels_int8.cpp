@@ -581,7 +581,7 @@ SA_VNNI void dot_q4_k_vnni(const uint8_t* row, const q8_row* x, int64_t nb, cons
       sum = _mm512_add_epi32(sum, _mm512_shuffle_epi32(sum, _MM_PERM_CDAB));
       // [T(b), T(b + 1), M(b), M(b + 1)] as floats
       const __m128 v = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(gather, sum)));
-      const __m128 dx2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x[i].d + b)));
+      const __m128 dx2 = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x[i].d + b)));  // unaligned
       const __m128 f = _mm_mul_ps(dd, _mm_movelh_ps(dx2, dx2));  // d dx and dmin dx, the oracle's products
       acc[i] = _mm_fmadd_ps(f, v, acc[i]);
       acc[i] = _mm_fnmadd_ps(_mm_movehl_ps(f, f), _mm_movehl_ps(v, v), acc[i]);
