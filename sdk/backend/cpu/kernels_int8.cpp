@@ -728,15 +728,21 @@ SA_VNNI void q4_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, i
 template <int NX>
 SA_VNNI void q4_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, float* acc) {
   __m512i t[NX], m[NX];
-  for (int i = 0; i < NX; ++i) t[i] = m[i] = _mm512_setzero_si512();
+  const int8_t* q[NX];
+  for (int i = 0; i < NX; ++i) {
+    t[i] = m[i] = _mm512_setzero_si512();
+    q[i] = x[i].q + 256 * b;
+  }
   for (int j = 0; j < 8; ++j) {
     __m512i sub[NX];
     for (int i = 0; i < NX; ++i) sub[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
     for (int g = 8 * j; g < 8 * j + 8; ++g) {
       const __m512i wv = _mm512_loadu_si512(pb + 64 * g);
+#pragma GCC unroll 4
       for (int i = 0; i < NX; ++i) {
         int32_t q4;
-        std::memcpy(&q4, x[i].q + 256 * b + 4 * g, 4);
+        std::memcpy(&q4, q[i] + 4 * g, 4);
         sub[i] = _mm512_dpbusd_epi32(sub[i], wv, _mm512_set1_epi32(q4));
       }
     }
