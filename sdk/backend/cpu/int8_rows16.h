@@ -14,14 +14,17 @@ namespace sa::cpu::rows16 {
 // Bytes of one block of a packed tile:
 //   Q4_K: levels [group g: 64][row r: 16][4] u8 (elements 4g .. 4g + 3), scales [8][16] int32,
 //         mins [8][16] int32 (m | m << 16), d [16] and dmin [16] f32.
+//   Q6_K: levels [group g: 64][row r: 16][4] u8 (0..63), scales [16][16] int32, scale pairs
+//         [8][16] int32 (s[2t] | s[2t + 1] << 16 as i16), d [16] f32.
 //   Q8_0, Q4_0: levels [group g: 8][row r: 16][4] s8, start [16] int32 (-128 * the row's level
 //         sum, for biased inputs), d [16] f32.
 constexpr int64_t k_q4_k_block = 64 * 64 + 8 * 64 + 8 * 64 + 64 + 64;
+constexpr int64_t k_q6_k_block = 64 * 64 + 16 * 64 + 8 * 64 + 64;
 constexpr int64_t k_q32_block = 8 * 64 + 64 + 64;
 // The rearranging is paid once per call: fewer inputs than this go through kernels::dot_q8.
 constexpr int64_t k_min_inputs = 8;
 
-// k_q4_k_block, k_q32_block, or 0 for a type without a layout.
+// k_q4_k_block, k_q6_k_block, k_q32_block, or 0 for a type without a layout.
 int64_t block_bytes(dtype type);
 
 // Whether a call of rows weight rows against x[nx] goes through a tile: a type with a layout,

@@ -12,7 +12,7 @@
 // sub-block's scale, as in the VNNI kernel):
 //   TDPBSSD (signed x signed) for Q8_0 and Q4_0, so the inputs need no bias;
 //   TDPBSUD (signed inputs x unsigned levels 0..15) for Q4_K.
-// Inputs past the last full group of 16, or not evenly spaced, take the VNNI kernels.
+// Inputs past the last full group of 16, or not evenly spaced, and Q6_K take the VNNI kernels.
 #include "backend/cpu/kernel_set.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -146,8 +146,12 @@ SA_AMX bool dot_q8_rows16_amx(dtype type, const uint8_t* w, size_t row_size, int
   thread_local std::vector<uint8_t> packed;
   packed.resize(static_cast<size_t>(nb * rows16::block_bytes(type)));
   rows16::pack(type, w, row_size, rows, nb, packed.data());
-  const tiles_in_use tiles;
   int64_t g = 0;
+  if (type == dtype::q6_k) {  // no tile kernel for Q6_K (yet): the VNNI one
+    rows16::vnni(type, packed.data(), nb, x, nx, out);
+    return true;
+  }
+  const tiles_in_use tiles;
   for (; g + 16 <= nx; g += 16) {
     int64_t stride = 0;
     if (!evenly_spaced(x + g, &stride)) break;

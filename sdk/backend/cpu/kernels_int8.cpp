@@ -844,6 +844,113 @@ SA_VNNI void q32_rows16_inputs(const uint8_t* packed, int64_t nb, const q8_row* 
   }
 }
 
+// ---- Q6_K with weight rows in the lanes (a prefill) ------------------------------------------
+//
+// Per block, the 16 rows' 6-bit levels u (0..63) as bytes in groups of 4 ([group g: 64][row r:
+// 16][4]), each row's 16 int8 scales s[k] as int32 lanes ([k][r]), the same scales as i16 pairs
+// (s[2t], s[2t + 1]) for the input sums ([t: 8][r]), and d: k_q6_k_rows16_block bytes. A block
+// then costs, per input, 64 dpbusd for all 16 rows, a multiply by the rows' scales per 16
+// elements, 8 dpwssd for the offsets (the oracle's S = sum_k s[k] (u . q) - 32 sum_k s[k] sums[k])
+// and one float step.
+constexpr int64_t k_q6_k_rows16_block = rows16::k_q6_k_block;
+
+// Levels: elements 32 quarter + l of half h are ql[64 h + l + 32 (quarter & 1)] (low nibble for
+// quarters 0, 1, high for 2, 3) with bits 4, 5 from qh[128 + 32 h + l] >> 2 quarter; a group of 4
+// consecutive l is one dword of each, gathered for 16 rows at once.
+SA_VNNI void q6_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table,
+                              uint8_t* p) {
+  const rows16_gather rg(row_size, rows);
+  const __m512i low4 = _mm512_set1_epi32(0x0F0F0F0F), low2 = _mm512_set1_epi32(0x03030303),
+                byte = _mm512_set1_epi32(0xFF);
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* pb = p + b * k_q6_k_rows16_block;
+    const uint8_t* base = w + b * 210;
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; l += 4) {
+        const __m512i ql0 = rg.get(base + 64 * h + l), ql1 = rg.get(base + 64 * h + l + 32);
+        const __m512i qh = rg.get(base + 128 + 32 * h + l);
+        for (int quarter = 0; quarter < 4; ++quarter) {
+          const __m512i ql = quarter & 1 ? ql1 : ql0;
+          const __m512i lo = _mm512_and_si512(quarter < 2 ? ql : _mm512_srli_epi32(ql, 4), low4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qh, 2 * quarter), low2);
+          const int g = (128 * h + 32 * quarter + l) / 4;
+          _mm512_storeu_si512(pb + 64 * g, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)));
+        }
+      }
+    // the 16 scales of 16 rows: dword c holds scales 4c .. 4c + 3 (int8)
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = rg.get(base + 192 + 4 * c);
+      for (int e = 0; e < 4; ++e) {
+        // sign-extended byte e: (v << (24 - 8e)) >> 24, arithmetic
+        const __m512i sk = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * e), 24);
+        _mm512_storeu_si512(pb + 4096 + 64 * (4 * c + e), sk);
+      }
+      for (int t = 0; t < 2; ++t) {  // pairs (s[4c + 2t], s[4c + 2t + 1]) as two i16
+        const __m512i a = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 16 * t), 24);
+        const __m512i bb = _mm512_srai_epi32(_mm512_slli_epi32(v, 16 - 16 * t), 24);
+        _mm512_storeu_si512(pb + 5120 + 64 * (2 * c + t),
+                            _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(bb, 16)));
+      }
+    }
+    (void)byte;
+    float* dd = reinterpret_cast<float*>(pb + 5632);
+    for (int64_t r = 0; r < 16; ++r) dd[r] = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) dd[r] = table[quant_detail::load_u16(base + static_cast<size_t>(r) * row_size + 208)];
+  }
+}
+
+// Block b of a packed Q6_K tile against NX inputs, into acc [NX][16] (one chain each).
+template <int NX>
+SA_VNNI void q6_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, float* acc) {
+  __m512i t[NX], m[NX];
+  const int8_t* q[NX];
+  for (int i = 0; i < NX; ++i) {
+    t[i] = m[i] = _mm512_setzero_si512();
+    q[i] = x[i].q + 256 * b;
+  }
+  for (int k = 0; k < 16; ++k) {
+    __m512i sub[NX];
+    for (int i = 0; i < NX; ++i) sub[i] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int g = 4 * k; g < 4 * k + 4; ++g) {
+      const __m512i wv = _mm512_loadu_si512(pb + 64 * g);
+#pragma GCC unroll 4
+      for (int i = 0; i < NX; ++i) {
+        int32_t q4;
+        std::memcpy(&q4, q[i] + 4 * g, 4);
+        sub[i] = _mm512_dpbusd_epi32(sub[i], wv, _mm512_set1_epi32(q4));
+      }
+    }
+    const __m512i sk = _mm512_loadu_si512(pb + 4096 + 64 * k);
+    for (int i = 0; i < NX; ++i) t[i] = _mm512_add_epi32(t[i], _mm512_mullo_epi32(sub[i], sk));
+  }
+  for (int tt = 0; tt < 8; ++tt) {
+    const __m512i sp = _mm512_loadu_si512(pb + 5120 + 64 * tt);
+    for (int i = 0; i < NX; ++i) {
+      int32_t s2;
+      std::memcpy(&s2, x[i].sums + 16 * b + 2 * tt, 4);
+      m[i] = _mm512_dpwssd_epi32(m[i], sp, _mm512_set1_epi32(s2));
+    }
+  }
+  const __m512 d = _mm512_loadu_ps(pb + 5632);
+  for (int i = 0; i < NX; ++i) {
+    const __m512i sum = _mm512_sub_epi32(t[i], _mm512_slli_epi32(m[i], 5));
+    float* a = acc + 16 * i;
+    _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x[i].d[b])), _mm512_cvtepi32_ps(sum),
+                                        _mm512_loadu_ps(a)));
+  }
+}
+
+SA_VNNI void q6_k_rows16_inputs(const uint8_t* packed, int64_t nb, const q8_row* x, int64_t nx, float* out) {
+  thread_local std::vector<float> acc;  // [nx][16 rows]
+  acc.assign(static_cast<size_t>(nx * 16), 0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = packed + b * k_q6_k_rows16_block;
+    for_input_groups(nx, [&](auto n, int64_t g) { q6_k_rows16_block<decltype(n)::value>(pb, x + g, b, acc.data() + g * 16); });
+  }
+  std::memcpy(out, acc.data(), static_cast<size_t>(nx * 16) * sizeof(float));
+}
+
 }  // namespace
 
 namespace rows16 {
@@ -851,6 +958,7 @@ namespace rows16 {
 int64_t block_bytes(dtype type) {
   switch (type) {
     case dtype::q4_k: return k_q4_k_block;
+    case dtype::q6_k: return k_q6_k_block;
     case dtype::q8_0:
     case dtype::q4_0: return k_q32_block;
     default: return 0;
@@ -860,18 +968,20 @@ int64_t block_bytes(dtype type) {
 SA_VNNI void pack(dtype type, const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, uint8_t* p) {
   const float* table = quant_detail::fp16_table();
   if (type == dtype::q4_k) q4_k_rows16_pack(w, row_size, rows, nb, table, p);
+  else if (type == dtype::q6_k) q6_k_rows16_pack(w, row_size, rows, nb, table, p);
   else if (type == dtype::q8_0) q32_rows16_pack<q8_0_levels>(w, row_size, rows, nb, table, p);
   else if (type == dtype::q4_0) q32_rows16_pack<q4_0_levels>(w, row_size, rows, nb, table, p);
 }
 
 SA_VNNI void vnni(dtype type, const uint8_t* packed, int64_t nb, const q8_row* x, int64_t nx, float* out) {
   if (type == dtype::q4_k) return q4_k_rows16_inputs(packed, nb, x, nx, out);
+  if (type == dtype::q6_k) return q6_k_rows16_inputs(packed, nb, x, nx, out);
   for_input_groups(nx, [&](auto n, int64_t g) { q32_rows16_inputs<decltype(n)::value>(packed, nb, x + g, out + g * 16); });
 }
 
 bool takes(dtype type, int64_t rows, const q8_row* x, int64_t nx) {
   if (nx < k_min_inputs || rows > 16 || block_bytes(type) == 0) return false;
-  if (type == dtype::q4_k) return true;
+  if (type == dtype::q4_k || type == dtype::q6_k) return true;
   for (int64_t i = 0; i < nx; ++i)  // the 32-blocks' kernel reads the biased inputs
     if (x[i].u == nullptr) return false;
   return true;
