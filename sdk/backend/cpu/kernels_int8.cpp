@@ -724,20 +724,24 @@ SA_VNNI void q4_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, i
   }
 }
 
-// Block b of a packed tile (pb) against NX inputs, into their chains: acc [NX][2][16] floats.
-template <int NX>
-SA_VNNI void q4_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, float* acc) {
-  __m512i t[NX], m[NX];
+// The k-quants' two integer parts of block b for 16 rows, per input: t[i] = sum over the SCALES
+// scales k of (the row's scale k, int32 lanes at pb + 4096 + 64 k) * (the dpbusd sums of its
+// 64 / SCALES groups), and m[i] = sum over 8 pairs of (the i16 pair lanes at pv + 64 t) . (input
+// sums 2t, 2t + 1): Q4_K's mins against its sub-blocks' sums, Q6_K's scales against its 16s'.
+template <int NX, int SCALES>
+SA_VNNI inline void rows16_k_sums(const uint8_t* pb, const uint8_t* pv, const q8_row* x, int64_t b, __m512i* t,
+                                  __m512i* m) {
+  constexpr int per = 64 / SCALES;
   const int8_t* q[NX];
   for (int i = 0; i < NX; ++i) {
     t[i] = m[i] = _mm512_setzero_si512();
     q[i] = x[i].q + 256 * b;
   }
-  for (int j = 0; j < 8; ++j) {
+  for (int k = 0; k < SCALES; ++k) {
     __m512i sub[NX];
     for (int i = 0; i < NX; ++i) sub[i] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-    for (int g = 8 * j; g < 8 * j + 8; ++g) {
+    for (int g = per * k; g < per * k + per; ++g) {
       const __m512i wv = _mm512_loadu_si512(pb + 64 * g);
 #pragma GCC unroll 4
       for (int i = 0; i < NX; ++i) {
@@ -746,14 +750,27 @@ SA_VNNI void q4_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, fl
         sub[i] = _mm512_dpbusd_epi32(sub[i], wv, _mm512_set1_epi32(q4));
       }
     }
-    const __m512i sc = _mm512_loadu_si512(pb + 4096 + 64 * j), mv = _mm512_loadu_si512(pb + 4608 + 64 * j);
-    for (int i = 0; i < NX; ++i) {
-      int32_t s2;
-      std::memcpy(&s2, x[i].sums + 16 * b + 2 * j, 4);
-      t[i] = _mm512_add_epi32(t[i], _mm512_mullo_epi32(sub[i], sc));
-      m[i] = _mm512_dpwssd_epi32(m[i], mv, _mm512_set1_epi32(s2));
+    const __m512i sk = _mm512_loadu_si512(pb + 4096 + 64 * k);
+    for (int i = 0; i < NX; ++i) t[i] = _mm512_add_epi32(t[i], _mm512_mullo_epi32(sub[i], sk));
+    // pair p among the scales' steps (after its last scale), not in a loop of its own after them:
+    // 1B Q4_K prefill 75.9 against 69.5 tokens/s on the mean of five alternations
+    if ((k + 1) % (SCALES / 8) == 0) {
+      const int p = k / (SCALES / 8);
+      const __m512i v = _mm512_loadu_si512(pv + 64 * p);
+      for (int i = 0; i < NX; ++i) {
+        int32_t s2;
+        std::memcpy(&s2, x[i].sums + 16 * b + 2 * p, 4);
+        m[i] = _mm512_dpwssd_epi32(m[i], v, _mm512_set1_epi32(s2));
+      }
     }
   }
+}
+
+// Block b of a packed tile (pb) against NX inputs, into their chains: acc [NX][2][16] floats.
+template <int NX>
+SA_VNNI void q4_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, float* acc) {
+  __m512i t[NX], m[NX];
+  rows16_k_sums<NX, 8>(pb, pb + 4608, x, b, t, m);
   const __m512 d = _mm512_loadu_ps(pb + 5120), dmin = _mm512_loadu_ps(pb + 5184);
   for (int i = 0; i < NX; ++i) {
     const __m512 dx = _mm512_set1_ps(x[i].d[b]);
@@ -860,8 +877,7 @@ constexpr int64_t k_q6_k_rows16_block = rows16::k_q6_k_block;
 SA_VNNI void q6_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, const float* table,
                               uint8_t* p) {
   const rows16_gather rg(row_size, rows);
-  const __m512i low4 = _mm512_set1_epi32(0x0F0F0F0F), low2 = _mm512_set1_epi32(0x03030303),
-                byte = _mm512_set1_epi32(0xFF);
+  const __m512i low4 = _mm512_set1_epi32(0x0F0F0F0F), low2 = _mm512_set1_epi32(0x03030303);
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* pb = p + b * k_q6_k_rows16_block;
     const uint8_t* base = w + b * 210;
@@ -892,7 +908,6 @@ SA_VNNI void q6_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, i
                             _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(bb, 16)));
       }
     }
-    (void)byte;
     float* dd = reinterpret_cast<float*>(pb + 5632);
     for (int64_t r = 0; r < 16; ++r) dd[r] = 0.0f;
     for (int64_t r = 0; r < rows; ++r) dd[r] = table[quant_detail::load_u16(base + static_cast<size_t>(r) * row_size + 208)];
@@ -903,35 +918,7 @@ SA_VNNI void q6_k_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, i
 template <int NX>
 SA_VNNI void q6_k_rows16_block(const uint8_t* pb, const q8_row* x, int64_t b, float* acc) {
   __m512i t[NX], m[NX];
-  const int8_t* q[NX];
-  for (int i = 0; i < NX; ++i) {
-    t[i] = m[i] = _mm512_setzero_si512();
-    q[i] = x[i].q + 256 * b;
-  }
-  for (int k = 0; k < 16; ++k) {
-    __m512i sub[NX];
-    for (int i = 0; i < NX; ++i) sub[i] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int g = 4 * k; g < 4 * k + 4; ++g) {
-      const __m512i wv = _mm512_loadu_si512(pb + 64 * g);
-#pragma GCC unroll 4
-      for (int i = 0; i < NX; ++i) {
-        int32_t q4;
-        std::memcpy(&q4, q[i] + 4 * g, 4);
-        sub[i] = _mm512_dpbusd_epi32(sub[i], wv, _mm512_set1_epi32(q4));
-      }
-    }
-    const __m512i sk = _mm512_loadu_si512(pb + 4096 + 64 * k);
-    for (int i = 0; i < NX; ++i) t[i] = _mm512_add_epi32(t[i], _mm512_mullo_epi32(sub[i], sk));
-  }
-  for (int tt = 0; tt < 8; ++tt) {
-    const __m512i sp = _mm512_loadu_si512(pb + 5120 + 64 * tt);
-    for (int i = 0; i < NX; ++i) {
-      int32_t s2;
-      std::memcpy(&s2, x[i].sums + 16 * b + 2 * tt, 4);
-      m[i] = _mm512_dpwssd_epi32(m[i], sp, _mm512_set1_epi32(s2));
-    }
-  }
+  rows16_k_sums<NX, 16>(pb, pb + 5120, x, b, t, m);
   const __m512 d = _mm512_loadu_ps(pb + 5632);
   for (int i = 0; i < NX; ++i) {
     const __m512i sum = _mm512_sub_epi32(t[i], _mm512_slli_epi32(m[i], 5));
