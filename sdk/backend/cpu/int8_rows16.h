@@ -34,6 +34,9 @@ bool takes(dtype type, int64_t rows, const q8_row* x, int64_t nx);
 // Rows [0, rows) of w (rows <= 16; the other lanes zero), nb blocks each, into p [nb][block_bytes].
 void pack(dtype type, const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, uint8_t* p);
 
+// pack() into this thread's buffer (reused by the next call on the thread), which it returns.
+const uint8_t* packed_tile(dtype type, const uint8_t* w, size_t row_size, int64_t rows, int64_t nb);
+
 // A packed tile against inputs x[nx] with AVX-512 VNNI: out[i * 16 + r] = row r . x[i], the
 // oracle's bits (dot_q8_scalar).
 void vnni(dtype type, const uint8_t* packed, int64_t nb, const q8_row* x, int64_t nx, float* out);

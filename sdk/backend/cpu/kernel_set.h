@@ -143,8 +143,8 @@ struct kernels {
   void (*swiglu)(const float* g, const float* u, float* out, int64_t n);
   // The integer products (dot_q8_scalar's arguments and arithmetic) of the int8 sets: up to 4
   // weight rows against any number of input rows (a prefill's, all at once), each weight block
-  // expanded once for a group of inputs (avx512-vnni: Q8_0 and Q4_0 once for all of them); null
-  // in the other sets, whose products keep the reference's bits.
+  // expanded once for a group of inputs; null in the other sets, whose products keep the
+  // reference's bits.
   void (*dot_q8)(dtype type, const uint8_t* w, size_t row_size, int64_t rows, const q8_row* x,
                  int64_t nx, int64_t n_in, float* out);
   // Optional (null: none): dot_q8's arithmetic for up to 16 weight rows against nx input rows,

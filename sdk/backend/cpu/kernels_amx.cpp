@@ -22,18 +22,16 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <vector>
 
 #include "backend/cpu/int8_rows16.h"
+#include "backend/cpu/x86_targets.h"
 
+// (kernels_int8.cpp says why: GCC's AVX-512 intrinsics and its uninitialised-use analysis.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-
-#define SA_AMX \
-  __attribute__((target("avx2,f16c,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,amx-tile,amx-int8")))
 
 namespace sa::cpu {
 
@@ -143,22 +141,20 @@ SA_AMX bool dot_q8_rows16_amx(dtype type, const uint8_t* w, size_t row_size, int
                               int64_t nx, int64_t n_in, float* out) {
   if (!rows16::takes(type, rows, x, nx)) return false;
   const int64_t nb = n_in / q8_block(type);
-  thread_local std::vector<uint8_t> packed;
-  packed.resize(static_cast<size_t>(nb * rows16::block_bytes(type)));
-  rows16::pack(type, w, row_size, rows, nb, packed.data());
+  const uint8_t* packed = rows16::packed_tile(type, w, row_size, rows, nb);
   int64_t g = 0;
   if (type == dtype::q6_k) {  // no tile kernel for Q6_K (yet): the VNNI one
-    rows16::vnni(type, packed.data(), nb, x, nx, out);
+    rows16::vnni(type, packed, nb, x, nx, out);
     return true;
   }
   const tiles_in_use tiles;
   for (; g + 16 <= nx; g += 16) {
     int64_t stride = 0;
     if (!evenly_spaced(x + g, &stride)) break;
-    if (type == dtype::q4_k) q4_k_group(packed.data(), nb, x + g, stride, out + g * 16);
-    else q32_group(packed.data(), nb, x + g, stride, out + g * 16);
+    if (type == dtype::q4_k) q4_k_group(packed, nb, x + g, stride, out + g * 16);
+    else q32_group(packed, nb, x + g, stride, out + g * 16);
   }
-  if (g < nx) rows16::vnni(type, packed.data(), nb, x + g, nx - g, out + g * 16);
+  if (g < nx) rows16::vnni(type, packed, nb, x + g, nx - g, out + g * 16);
   return true;
 }
 

@@ -23,9 +23,8 @@
 
 #include "backend/cpu/ops.h"
 #include "quant/quant_impl.h"
+#include "backend/cpu/x86_targets.h"
 #include "quant/quants.h"
-
-#define SA_AVX2 __attribute__((target("avx2,f16c,fma")))
 
 namespace sa::cpu {
 

@@ -179,8 +179,7 @@ void dot_q8_scalar(dtype type, const uint8_t* w, size_t row_size, int64_t rows, 
 #endif
 #include <immintrin.h>
 
-#define SA_AVX2 __attribute__((target("avx2,f16c,fma")))
-#define SA_VNNI __attribute__((target("avx2,f16c,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+#include "backend/cpu/x86_targets.h"
 
 namespace sa::cpu {
 
@@ -190,14 +189,6 @@ namespace {
 // weights are loaded and expanded once for all of them; out[i] is input row i's product.
 
 // ---- AVX2 ------------------------------------------------------------------------------------
-
-// (A call's 8 sums reduced at once, transposed by permutes and two rounds of hadd with the same
-// pairs, was within noise of 8 of these: shipped model and 1B Q8_0 / Q4_K prefill, one thread.)
-SA_AVX2 inline float reduce8_avx2(__m256 v) {
-  float t[8];
-  _mm256_storeu_ps(t, v);
-  return reduce8(t);
-}
 
 SA_AVX2 inline int32_t hsum_i32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -238,6 +229,13 @@ struct q4_0_levels {  // 16 bytes of nibbles: low -> element i, high -> i + 16; 
   }
 };
 
+// The scales d_w of blocks blk, blk + 1 block, .., blk + 3 blocks (through the f16 table).
+template <class L>
+SA_AVX2 inline __m128 scales4(const uint8_t* blk, const float* table) {
+  return _mm_setr_ps(table[quant_detail::load_u16(blk)], table[quant_detail::load_u16(blk + L::bytes)],
+                     table[quant_detail::load_u16(blk + 2 * L::bytes)], table[quant_detail::load_u16(blk + 3 * L::bytes)]);
+}
+
 // [S0, S1, S2, S3]: the totals of four blocks' 8 lanes each.
 SA_AVX2 inline __m128i sum4_blocks(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
   const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
@@ -277,14 +275,11 @@ SA_AVX2 void dot_q32_avx2(const uint8_t* row, const q8_row* x, int64_t nb, const
   for (; b + 4 <= nb; b += 4) {
     prefetch_ahead<NX>(row + b * L::bytes, 4 * L::bytes);
     __m256i w[4], wa[4];
-    float dw[4];
     for (int k = 0; k < 4; ++k) {
-      const uint8_t* blk = row + (b + k) * L::bytes;
-      w[k] = L::get(blk);
+      w[k] = L::get(row + (b + k) * L::bytes);
       wa[k] = _mm256_abs_epi8(w[k]);
-      dw[k] = table[quant_detail::load_u16(blk)];
     }
-    const __m128 dw4 = _mm_loadu_ps(dw);
+    const __m128 dw4 = scales4<L>(row + b * L::bytes, table);
     for (int i = 0; i < NX; ++i) {
       const int8_t* q = x[i].q + 32 * b;
       const __m128i t = sum4_blocks(lanes_i8(w[0], wa[0], load32(q)), lanes_i8(w[1], wa[1], load32(q + 32)),
@@ -498,9 +493,7 @@ SA_VNNI void dot_q32_vnni(const uint8_t* row, const q8_row* x, int64_t nb, const
     q32_step<L, U> s0, s1;
     s0.load(blk);
     s1.load(blk + 2 * L::bytes);
-    const __m128 dw4 = _mm_setr_ps(table[quant_detail::load_u16(blk)], table[quant_detail::load_u16(blk + L::bytes)],
-                                   table[quant_detail::load_u16(blk + 2 * L::bytes)],
-                                   table[quant_detail::load_u16(blk + 3 * L::bytes)]);
+    const __m128 dw4 = scales4<L>(blk, table);
     for (int i = 0; i < NX; ++i) {
       const __m128i t = sum4_steps(s0.dot(x[i], b), s1.dot(x[i], b + 2));
       __m128& a = acc[i][(b >> 2) & 1];
@@ -804,14 +797,21 @@ SA_VNNI void q4_k_rows16_inputs(const uint8_t* packed, int64_t nb, const q8_row*
 // the oracle's 8 chains per output sit in a small array per group of inputs, which stays in L1.
 constexpr int64_t k_q32_rows16_block = rows16::k_q32_block;
 
-// Group g of a 32-block's levels for 16 rows from their dwords: Q8_0 bytes 2 + 4g .. as they
-// are; Q4_0 the low nibbles of bytes 2 + 4g (g < 4) or the high ones of 2 + 4 (g - 4), less 8.
+// A 32-block's 8 groups of levels for 16 rows: Q8_0's dword 2 + 4g as it is; for Q4_0 one
+// dword 2 + 4c gives group c (low nibbles) and group c + 4 (high), less 8 (absent rows' lanes
+// -8, never read: their d is 0).
 template <class L>
-SA_VNNI __m512i q32_group_levels(const rows16_gather& rg, const uint8_t* blk0, int g) {
-  if constexpr (L::bytes == 34) return rg.get(blk0 + 2 + 4 * g);
-  const __m512i v = rg.get(blk0 + 2 + 4 * (g % 4));
-  const __m512i n = _mm512_and_si512(g < 4 ? v : _mm512_srli_epi32(v, 4), _mm512_set1_epi32(0x0F0F0F0F));
-  return _mm512_sub_epi8(n, _mm512_set1_epi8(8));  // absent rows' lanes: -8, never read (their d is 0)
+SA_VNNI void q32_group_levels(const rows16_gather& rg, const uint8_t* blk0, __m512i* g) {
+  if constexpr (L::bytes == 34) {
+    for (int k = 0; k < 8; ++k) g[k] = rg.get(blk0 + 2 + 4 * k);
+  } else {
+    const __m512i low4 = _mm512_set1_epi32(0x0F0F0F0F), eight = _mm512_set1_epi8(8);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = rg.get(blk0 + 2 + 4 * c);
+      g[c] = _mm512_sub_epi8(_mm512_and_si512(v, low4), eight);
+      g[c + 4] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi32(v, 4), low4), eight);
+    }
+  }
 }
 
 template <class L>
@@ -820,11 +820,12 @@ SA_VNNI void q32_rows16_pack(const uint8_t* w, size_t row_size, int64_t rows, in
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* pb = p + b * k_q32_rows16_block;
     const uint8_t* base = w + b * L::bytes;
+    __m512i groups[8];
+    q32_group_levels<L>(rg, base, groups);
     __m512i sum = _mm512_setzero_si512();  // each row's level sum
     for (int g = 0; g < 8; ++g) {
-      const __m512i v = q32_group_levels<L>(rg, base, g);
-      _mm512_storeu_si512(pb + 64 * g, v);
-      sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), v);
+      _mm512_storeu_si512(pb + 64 * g, groups[g]);
+      sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), groups[g]);
     }
     _mm512_storeu_si512(pb + 512, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-128)));
     rows16_scales(base, row_size, rows, table, reinterpret_cast<float*>(pb + 576), nullptr);
@@ -952,6 +953,13 @@ int64_t block_bytes(dtype type) {
   }
 }
 
+const uint8_t* packed_tile(dtype type, const uint8_t* w, size_t row_size, int64_t rows, int64_t nb) {
+  thread_local std::vector<uint8_t> packed;
+  packed.resize(static_cast<size_t>(nb * block_bytes(type)));
+  pack(type, w, row_size, rows, nb, packed.data());
+  return packed.data();
+}
+
 SA_VNNI void pack(dtype type, const uint8_t* w, size_t row_size, int64_t rows, int64_t nb, uint8_t* p) {
   const float* table = quant_detail::fp16_table();
   if (type == dtype::q4_k) q4_k_rows16_pack(w, row_size, rows, nb, table, p);
@@ -983,10 +991,7 @@ SA_VNNI bool dot_q8_rows16_vnni(dtype type, const uint8_t* w, size_t row_size, i
                                 int64_t nx, int64_t n_in, float* out) {
   if (!rows16::takes(type, rows, x, nx)) return false;
   const int64_t nb = n_in / q8_block(type);
-  thread_local std::vector<uint8_t> packed;
-  packed.resize(static_cast<size_t>(nb * rows16::block_bytes(type)));
-  rows16::pack(type, w, row_size, rows, nb, packed.data());
-  rows16::vnni(type, packed.data(), nb, x, nx, out);
+  rows16::vnni(type, rows16::packed_tile(type, w, row_size, rows, nb), nb, x, nx, out);
   return true;
 }
 

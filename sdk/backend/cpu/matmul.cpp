@@ -15,8 +15,8 @@
 // (quantize_q8_row, rows split among the threads), then each thread runs its weight rows 4 at a
 // time against the quantized input rows 4 at a time (each weight block expanded once for the 4),
 // so a 4-row tile stays in cache while the inputs stream. A set with kernels::dot_q8_rows16
-// (avx512-vnni, Q4_K) takes a prefill's runs of 16 rows in one call instead, the rows in its
-// vectors' lanes.
+// (avx512-vnni and avx512-amx: Q8_0, Q4_0, Q4_K, Q6_K) takes a prefill's runs of 16 rows in one
+// call instead, the rows in its vectors' lanes.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -85,7 +85,8 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   // Outputs leave in runs of 16 weight rows per input row (a cache line), four tiles' worth:
   // stores of one tile's 4 wrote a quarter line per input row, so a prefill's outputs were
   // written line by line four times over (6 % of the shipped model's prefill in that loop).
-  constexpr int64_t wide = 4 * TILE;
+  constexpr int64_t wide = 4 * TILE;  // also the run kernels::dot_q8_rows16 takes
+  static_assert(wide == 16);
   pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) {
     thread_local std::vector<float> out, run;  // [input row][tile row], [input row][run row]
     out.resize(static_cast<size_t>(n * TILE));

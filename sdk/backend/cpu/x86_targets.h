@@ -1,0 +1,12 @@
+// The instruction sets the x86-64 kernel files compile their functions for, as function
+// attributes (the library itself is built for the baseline; kernel_set.cpp picks a set the CPU
+// runs). Each set extends the one before it. x86-64 with GCC or Clang only.
+#pragma once
+
+#define SA_TARGET_AVX2 "avx2,f16c,fma"
+#define SA_TARGET_VNNI SA_TARGET_AVX2 ",avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
+#define SA_TARGET_AMX SA_TARGET_VNNI ",amx-tile,amx-int8"
+
+#define SA_AVX2 __attribute__((target(SA_TARGET_AVX2)))
+#define SA_VNNI __attribute__((target(SA_TARGET_VNNI)))
+#define SA_AMX __attribute__((target(SA_TARGET_AMX)))
