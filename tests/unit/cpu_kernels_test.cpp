@@ -626,10 +626,11 @@ TEST_P(cpu_int8_kernels, integer_products_of_random_blocks_equal_the_scalar_orac
 // products keep the reference's bits, and every result is within the input's quantization
 // error of the reference: |got - want| <= 1.01 * sum over blocks of d_b / 2 * sum |w_i| (each
 // input moves by at most half a step) + 1e-4 * sum |w_i x_i| (float rounding of both sides).
-// 70 rows against 150 outputs: a prefill's shape, many 4-row tiles on each of the two threads.
+// 70 rows against 150 outputs: a prefill's shape, many 4-row tiles on each of three threads, and
+// (10 runs of 16 outputs not splitting evenly over 3) the input rows in two chunks of 48 and 22.
 TEST_P(cpu_int8_kernels, matrix_products_are_the_oracles_and_near_the_reference) {
-  sa::cpu::thread_pool pool(2);
-  sa::cpu::scratch_t scratch(2);
+  sa::cpu::thread_pool pool(3);
+  sa::cpu::scratch_t scratch(3);
   double worst = 0;  // largest error seen / its bound
   const dtype types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k};
   for (dtype type : types) {

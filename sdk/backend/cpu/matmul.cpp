@@ -42,7 +42,7 @@ void store_tile(float* y, const float* out, int64_t rows, bool accumulate) {
     std::memcpy(y, out, static_cast<size_t>(rows) * sizeof(float));
 }
 
-// The quantized input rows of an integer product: q [n][n_in], d [n][n_in / block],
+// The quantized input rows of an integer product: q and u [n][n_in + 64], d [n][n_in / block],
 // sums [n][n_in / 16] (256-blocks). One per calling thread, grown as needed.
 struct q8_rows {
   std::vector<int8_t> q;
@@ -59,17 +59,20 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   q8_rows& buf = mine;  // the caller's, also inside the pool's threads
   const int64_t block = q8_block(type);
   const int64_t n_blocks = n_in / block, n_sums = block == 256 ? n_in / 16 : 0;
-  buf.q.resize(static_cast<size_t>(n * n_in));
+  // Rows of levels one cache line more apart than their length: at a power-of-two stride (2048,
+  // 8192) the rows that an AMX tile or a group of inputs reads together fall in one L1 set.
+  const int64_t qs = n_in + 64;
+  buf.q.resize(static_cast<size_t>(n * qs));
   buf.d.resize(static_cast<size_t>(n * n_blocks));
   buf.sums.resize(static_cast<size_t>(std::max<int64_t>(n * n_sums, 1)));
   const bool biased = block == 32 && k.dot_q8_reads_biased;
-  buf.u.resize(biased ? static_cast<size_t>(n * n_in) : 1);
+  buf.u.resize(biased ? static_cast<size_t>(n * qs) : 1);
   const auto quantize_row = k.quantize_q8 ? k.quantize_q8 : quantize_q8_row;
   auto quantize = [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      quantize_row(x + i * n_in, n_in, block, buf.q.data() + i * n_in, buf.d.data() + i * n_blocks,
+      quantize_row(x + i * n_in, n_in, block, buf.q.data() + i * qs, buf.d.data() + i * n_blocks,
                    buf.sums.data() + i * n_sums);
-      if (biased) bias_q8_row(buf.q.data() + i * n_in, n_in, buf.u.data() + i * n_in);
+      if (biased) bias_q8_row(buf.q.data() + i * qs, n_in, buf.u.data() + i * qs);
     }
   };
   if (n >= 8)
@@ -80,29 +83,52 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   // tile's weights once for all of them.
   buf.xs.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    buf.xs[static_cast<size_t>(i)] = {buf.q.data() + i * n_in, buf.d.data() + i * n_blocks,
-                                      buf.sums.data() + i * n_sums, biased ? buf.u.data() + i * n_in : nullptr};
+    buf.xs[static_cast<size_t>(i)] = {buf.q.data() + i * qs, buf.d.data() + i * n_blocks,
+                                      buf.sums.data() + i * n_sums, biased ? buf.u.data() + i * qs : nullptr};
   // Outputs leave in runs of 16 weight rows per input row (a cache line), four tiles' worth:
   // stores of one tile's 4 wrote a quarter line per input row, so a prefill's outputs were
   // written line by line four times over (6 % of the shipped model's prefill in that loop).
   constexpr int64_t wide = 4 * TILE;  // also the run kernels::dot_q8_rows16 takes
   static_assert(wide == 16);
-  pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) {
+  // Weight rows [o_begin, o_end) against input rows [i0, i1).
+  auto rows_against = [&](int64_t o_begin, int64_t o_end, int64_t i0, int64_t i1) {
+    const int64_t m = i1 - i0;
+    const q8_row* xs = buf.xs.data() + i0;
     thread_local std::vector<float> out, run;  // [input row][tile row], [input row][run row]
-    out.resize(static_cast<size_t>(n * TILE));
-    run.resize(static_cast<size_t>(n * wide));
-    for (int64_t o0 = begin; o0 < end; o0 += wide) {
-      const int64_t run_rows = std::min(wide, end - o0);
+    out.resize(static_cast<size_t>(m * TILE));
+    run.resize(static_cast<size_t>(m * wide));
+    for (int64_t o0 = o_begin; o0 < o_end; o0 += wide) {
+      const int64_t run_rows = std::min(wide, o_end - o0);
       const bool as_16 = k.dot_q8_rows16 != nullptr &&
-                         k.dot_q8_rows16(type, w + static_cast<size_t>(o0) * w_row_size, w_row_size, run_rows,
-                                         buf.xs.data(), n, n_in, run.data());
+                         k.dot_q8_rows16(type, w + static_cast<size_t>(o0) * w_row_size, w_row_size, run_rows, xs, m,
+                                         n_in, run.data());
       for (int64_t o = o0; !as_16 && o < o0 + run_rows; o += TILE) {
         const int64_t rows = std::min(TILE, o0 + run_rows - o);
-        k.dot_q8(type, w + static_cast<size_t>(o) * w_row_size, w_row_size, rows, buf.xs.data(), n, n_in, out.data());
-        for (int64_t i = 0; i < n; ++i)
+        k.dot_q8(type, w + static_cast<size_t>(o) * w_row_size, w_row_size, rows, xs, m, n_in, out.data());
+        for (int64_t i = 0; i < m; ++i)
           std::memcpy(run.data() + i * wide + (o - o0), out.data() + i * TILE, static_cast<size_t>(rows) * sizeof(float));
       }
-      for (int64_t i = 0; i < n; ++i) store_tile(y + i * n_out + o0, run.data() + i * wide, run_rows, accumulate);
+      for (int64_t i = 0; i < m; ++i) store_tile(y + (i0 + i) * n_out + o0, run.data() + i * wide, run_rows, accumulate);
+    }
+  };
+  // A few input rows (decode): each thread its share of the weight rows. A prefill: work items of
+  // 16 weight rows x a chunk of the input rows (a multiple of 16), so that few runs per thread
+  // still split evenly: the shipped model's 384 outputs are 24 runs, which 16 threads took as 2
+  // and 1 — a third of them idle half the product — and take as 3 halves in 48 items. A run's
+  // tile is rearranged once per item, so the chunks stay as long as the balance allows.
+  const int64_t runs = (n_out + wide - 1) / wide, threads = pool.size();
+  int64_t chunks = 1;
+  if (n >= 2 * wide)
+    while ((runs * chunks) % threads != 0 && runs * chunks < 4 * threads && n / (2 * chunks) >= wide) chunks *= 2;
+  if (n < 2 * wide || threads == 1) {
+    pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) { rows_against(begin, end, 0, n); });
+    return;
+  }
+  const int64_t chunk = (n / chunks + wide - 1) / wide * wide;
+  pool.parallel_for(runs * chunks, [&](int64_t begin, int64_t end, int32_t) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t o0 = item / chunks * wide, i0 = item % chunks * chunk;
+      if (i0 < n) rows_against(o0, std::min(n_out, o0 + wide), i0, std::min(n, i0 + chunk));
     }
   });
 }
