@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "quant/quants.h"
 #include "session/session.h"
+#include "int8_inputs.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -591,19 +592,12 @@ TEST_P(cpu_int8_kernels, integer_products_of_random_blocks_equal_the_scalar_orac
       for (size_t b = 0; b < w16.size(); ++b) w16[b] = w[b % w.size()] ^ next();
       for (size_t b = scale_at; b + 2 <= w16.size(); b += bytes)
         for (size_t s = 0; s < static_cast<size_t>(scales); ++s) w16[b + 2 * s + 1] = static_cast<uint8_t>(w16[b + 2 * s + 1] & 0x93);
-      std::vector<int8_t> qs(static_cast<size_t>(nx * n));
-      std::vector<float> ds(static_cast<size_t>(nx * n / block));
-      std::vector<int16_t> sums(static_cast<size_t>(nx * n / 16));
-      std::vector<uint8_t> us(qs.size());
-      std::vector<sa::cpu::q8_row> xr;
-      for (int64_t i = 0; i < nx; ++i) {
+      const sa_test::int8_inputs in(nx, n, block, [&](int64_t i) {
         std::vector<float> xi = awkward_input(n, 500 + static_cast<uint64_t>(rep * nx + i));
         for (int64_t e = i; e < n; e += 5) xi[static_cast<size_t>(e)] = e % 2 ? 9.0f : -9.0f;
-        int8_t* q = qs.data() + i * n;
-        sa::cpu::quantize_q8_row(xi.data(), n, block, q, ds.data() + i * (n / block), sums.data() + i * (n / 16));
-        sa::cpu::bias_q8_row(q, n, us.data() + i * n);
-        xr.push_back({q, ds.data() + i * (n / block), sums.data() + i * (n / 16), us.data() + i * n});
-      }
+        return xi;
+      });
+      const std::vector<sa::cpu::q8_row>& xr = in.rows;
       std::vector<float> got(static_cast<size_t>(nx * 16));
       // every int8 type has a tile layout, and these inputs (21, biased) are ones a tile takes
       ASSERT_TRUE(k->dot_q8_rows16(type, w16.data(), row, rows, xr.data(), nx, n, got.data()))

@@ -16,7 +16,8 @@
 // time against the quantized input rows 4 at a time (each weight block expanded once for the 4),
 // so a 4-row tile stays in cache while the inputs stream. A set with kernels::dot_q8_rows16
 // (avx512-vnni and avx512-amx: Q8_0, Q4_0, Q4_K, Q6_K) takes a prefill's runs of 16 rows in one
-// call instead, the rows in its vectors' lanes.
+// call instead, the rows in its vectors' lanes. A prefill's int8 product is split into work items
+// of one run x a chunk of the input rows when the runs alone would not divide over the threads.
 #include <algorithm>
 #include <bit>
 #include <cmath>
