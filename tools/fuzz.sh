@@ -5,6 +5,8 @@
 #                                  on a copy of tests/fuzz/corpus/TARGET in build-fuzz/work/TARGET
 #                                  (new inputs stay there; the committed corpus is not touched);
 #                                  crashes go to build-fuzz/artifacts/TARGET/
+#   tools/fuzz.sh --all SECONDS    every target for SECONDS, as many at once as there are cores
+#                                  (each libFuzzer process runs on one); fails if any target does
 #   tools/fuzz.sh --seeds          write fresh seeds (make_fuzz_seeds) and minimise each target's
 #                                  into tests/fuzz/corpus/TARGET (-merge=1 into an empty dir)
 # To merge what a run found into the committed corpus:
@@ -43,24 +45,52 @@ if [ "$1" = "--seeds" ]; then
   exit 0
 fi
 
+# fuzz TARGET SECONDS: one built target on a copy of its corpus; its exit status is libFuzzer's.
+fuzz() {
+  local target=$1 seconds=$2
+  local work="$dir/work/$target" artifacts="$dir/artifacts/$target/"
+  mkdir -p "$work" "$artifacts"
+  cp -n "tests/fuzz/corpus/$target"/* "$work"/ 2>/dev/null || true
+  local extra=()
+  [ "$target" = gguf_fuzz ] && extra+=(-dict=tests/fuzz/gguf.dict)
+  local log="$dir/work/$target.log" rc
+  set +e
+  "$dir/tests/fuzz/$target" "$work" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
+    -print_final_stats=1 -artifact_prefix="$artifacts" "${extra[@]}" 2>&1 | tee "$log" |
+    grep -E "^#[0-9]+[[:space:]]+(INITED|DONE|pulse|NEW)|ERROR|SUMMARY|Test unit written" | tail -n 25
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "---- $target: $seconds s, exit $rc"
+  grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)" "$log" | tail -n 2
+  grep -E "^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)" "$log" || true
+  ls "$artifacts" 2>/dev/null | sed "s|^|crash input: $artifacts|"
+  return "$rc"
+}
+
+if [ "$1" = "--all" ]; then
+  [ $# -eq 2 ] || usage
+  # shellcheck disable=SC2086
+  cmake --build "$dir" -j "$jobs" --target $targets
+  mkdir -p "$dir/work"
+  failed=0 pids=() names=()
+  for t in $targets; do
+    fuzz "$t" "$2" > "$dir/work/$t.summary" 2>&1 &
+    pids+=($!) names+=("$t")
+    if [ ${#pids[@]} -ge "$jobs" ]; then
+      wait "${pids[0]}" || failed=1
+      cat "$dir/work/${names[0]}.summary"
+      pids=("${pids[@]:1}") names=("${names[@]:1}")
+    fi
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed=1
+    cat "$dir/work/${names[$i]}.summary"
+  done
+  exit "$failed"
+fi
+
 [ $# -eq 2 ] || usage
-target=$1 seconds=$2
+target=$1
 case " $targets " in *" $target "*) ;; *) usage ;; esac
 cmake --build "$dir" -j "$jobs" --target "$target"
-work="$dir/work/$target" artifacts="$dir/artifacts/$target/"
-mkdir -p "$work" "$artifacts"
-cp -n "tests/fuzz/corpus/$target"/* "$work"/ 2>/dev/null || true
-extra=()
-[ "$target" = gguf_fuzz ] && extra+=(-dict=tests/fuzz/gguf.dict)
-log="$dir/work/$target.log"
-set +e
-"$dir/tests/fuzz/$target" "$work" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
-  -print_final_stats=1 -artifact_prefix="$artifacts" "${extra[@]}" 2>&1 | tee "$log" |
-  grep -E "^#[0-9]+[[:space:]]+(INITED|DONE|pulse|NEW)|ERROR|SUMMARY|Test unit written" | tail -n 25
-rc=${PIPESTATUS[0]}
-set -e
-echo "---- $target: $seconds s, exit $rc"
-grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)" "$log" | tail -n 2
-grep -E "^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)" "$log" || true
-ls "$artifacts" 2>/dev/null | sed "s|^|crash input: $artifacts|"
-exit "$rc"
+fuzz "$target" "$2"
