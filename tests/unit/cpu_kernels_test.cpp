@@ -18,10 +18,10 @@
 
 #include "backend/cpu/kernel_set.h"
 #include "backend/cpu/ops.h"
+#include "int8_inputs.h"
 #include "model/model.h"
 #include "quant/quants.h"
 #include "session/session.h"
-#include "int8_inputs.h"
 #include "test_util.h"
 #include "tiny_model.h"
 

@@ -26,12 +26,7 @@
 #include "backend/cpu/int8_rows16.h"
 #include "backend/cpu/x86_targets.h"
 
-// (kernels_int8.cpp says why: GCC's AVX-512 intrinsics and its uninitialised-use analysis.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+SA_KERNELS_BEGIN
 
 namespace sa::cpu {
 
@@ -187,9 +182,7 @@ const kernels* avx512_amx_kernels() {
 
 }  // namespace sa::cpu
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+SA_KERNELS_END
 
 #else
 

@@ -170,16 +170,11 @@ void dot_q8_scalar(dtype type, const uint8_t* w, size_t row_size, int64_t rows, 
 }  // namespace sa::cpu
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// GCC's AVX-512 intrinsics start their results from a self-initialised "undefined" register,
-// which its uninitialised-use analysis reports once inlined; the values are never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 #include <immintrin.h>
 
 #include "backend/cpu/x86_targets.h"
+
+SA_KERNELS_BEGIN
 
 namespace sa::cpu {
 
@@ -1100,9 +1095,7 @@ const kernels* avx512_vnni_kernels() {
 
 }  // namespace sa::cpu
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+SA_KERNELS_END
 
 #else
 

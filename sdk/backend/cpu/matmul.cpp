@@ -118,13 +118,12 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   // and 1 — a third of them idle half the product — and take as 3 halves in 48 items. A run's
   // tile is rearranged once per item, so the chunks stay as long as the balance allows.
   const int64_t runs = (n_out + wide - 1) / wide, threads = pool.size();
-  int64_t chunks = 1;
-  if (n >= 2 * wide)
-    while ((runs * chunks) % threads != 0 && runs * chunks < 4 * threads && n / (2 * chunks) >= wide) chunks *= 2;
   if (n < 2 * wide || threads == 1) {
     pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) { rows_against(begin, end, 0, n); });
     return;
   }
+  int64_t chunks = 1;
+  while ((runs * chunks) % threads != 0 && runs * chunks < 4 * threads && n / (2 * chunks) >= wide) chunks *= 2;
   const int64_t chunk = (n / chunks + wide - 1) / wide * wide;
   pool.parallel_for(runs * chunks, [&](int64_t begin, int64_t end, int32_t) {
     for (int64_t item = begin; item < end; ++item) {
