@@ -54,7 +54,17 @@ std::string set_name(const ::testing::TestParamInfo<kernel_set>& p) {
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(sets, cpu_kernels, ::testing::Values(kernel_set::avx2, kernel_set::neon), set_name);
+// Every set whose float kernels are its own (the int8 sets keep their base set's, except the
+// AVX-512 ones: attention's on 16 lanes).
+INSTANTIATE_TEST_SUITE_P(sets, cpu_kernels, ::testing::Values(kernel_set::avx2, kernel_set::avx512_vnni, kernel_set::neon),
+                         set_name);
+
+// Whether the set's integer products replace the reference's (their results differ from it).
+bool int8_set(kernel_set s) {
+  bool int8 = false;
+  with_set(s, [&] { int8 = sa::cpu::active_kernels().dot_q8 != nullptr; });
+  return int8;
+}
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -92,6 +102,30 @@ TEST_P(cpu_kernels, register_blocks_equal_the_reference_dot_products_bitwise) {
   });
 }
 
+// Attention's score blocks: every (key, query) pair the reference's dot product, scaled, with +0
+// added; full 4 x 4 blocks and partial ones, lengths with and without a tail of 8, a row stride
+// wider than the block.
+TEST_P(cpu_kernels, attention_scores_equal_the_reference_dot_products_bitwise) {
+  const sa::cpu::kernels* k = nullptr;
+  with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
+  if (k->scores == nullptr) GTEST_SKIP() << "no score kernel in this set: attention takes dot_block";
+  const int64_t stride = 11;
+  for (int64_t n : {1, 7, 8, 36, 64, 100, 128})
+    for (int64_t rows = 1; rows <= 4; ++rows)
+      for (int64_t nq = 1; nq <= 4; ++nq) {
+        const std::vector<float> keys = sa_test::random_normal(static_cast<size_t>(rows * n), static_cast<uint64_t>(n + rows));
+        const std::vector<float> q = sa_test::random_normal(static_cast<size_t>(nq * n), static_cast<uint64_t>(5 * n + nq));
+        std::vector<float> got(static_cast<size_t>(4 * stride), -1.0f);
+        k->scores(keys.data(), rows, q.data(), nq, n, 0.125f, got.data(), stride);
+        for (int64_t i = 0; i < nq; ++i)
+          for (int64_t r = 0; r < rows; ++r) {
+            const float want = sa::cpu::dot_f32(keys.data() + r * n, q.data() + i * n, n) * 0.125f + 0.0f;
+            ASSERT_EQ(std::memcmp(&want, &got[static_cast<size_t>(i * stride + r)], sizeof want), 0)
+                << "n = " << n << ", block " << rows << " x " << nq << " at (" << i << ", " << r << ")";
+          }
+      }
+}
+
 TEST_P(cpu_kernels, scaled_adds_equal_the_reference_bitwise) {
   for (int64_t n : {1, 7, 8, 9, 64, 100}) {
     const std::vector<float> x = sa_test::random_normal(static_cast<size_t>(n), static_cast<uint64_t>(n));
@@ -116,6 +150,31 @@ TEST_P(cpu_kernels, weighted_sums_of_rows_equal_the_reference_bitwise) {
         sa::cpu::active_kernels().add_scaled_rows(got.data(), x.data(), stride, a.data(), count, n);
       });
       EXPECT_TRUE(same_bits(want, got)) << "n = " << n << ", rows " << count;
+    }
+  }
+}
+
+// Two outputs' weighted sums from the same rows, each the reference's adds in order.
+TEST_P(cpu_kernels, weighted_sums_into_two_outputs_equal_the_reference_bitwise) {
+  const sa::cpu::kernels* k = nullptr;
+  with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
+  if (k->add_scaled_rows2 == nullptr) GTEST_SKIP() << "no two-output kernel in this set: attention takes add_scaled_rows";
+  for (int64_t n : {1, 9, 64, 100, 136}) {
+    for (int64_t count : {0, 1, 3, 32}) {
+      const int64_t stride = n + 3;
+      const std::vector<float> x = sa_test::random_normal(static_cast<size_t>(count * stride + n), static_cast<uint64_t>(n));
+      const std::vector<float> a0 = sa_test::random_normal(static_cast<size_t>(count + 1), static_cast<uint64_t>(count + 5));
+      const std::vector<float> a1 = sa_test::random_normal(static_cast<size_t>(count + 1), static_cast<uint64_t>(count + 6));
+      const std::vector<float> y0 = sa_test::random_normal(static_cast<size_t>(n), static_cast<uint64_t>(n + 1));
+      const std::vector<float> y1 = sa_test::random_normal(static_cast<size_t>(n), static_cast<uint64_t>(n + 2));
+      std::vector<float> want0 = y0, want1 = y1, got0 = y0, got1 = y1;
+      for (int64_t t = 0; t < count; ++t) {
+        sa::cpu::add_scaled(want0.data(), x.data() + t * stride, a0[static_cast<size_t>(t)], n);
+        sa::cpu::add_scaled(want1.data(), x.data() + t * stride, a1[static_cast<size_t>(t)], n);
+      }
+      k->add_scaled_rows2(got0.data(), got1.data(), x.data(), stride, a0.data(), a1.data(), count, n);
+      EXPECT_TRUE(same_bits(want0, got0)) << "n = " << n << ", rows " << count << ", first output";
+      EXPECT_TRUE(same_bits(want1, got1)) << "n = " << n << ", rows " << count << ", second output";
     }
   }
 }
@@ -164,7 +223,9 @@ TEST_P(cpu_kernels, matrix_products_of_every_type_equal_the_reference_bitwise) {
   sa::cpu::thread_pool pool(2);
   sa::cpu::scratch_t scratch(2);
   const dtype types[] = {dtype::f32, dtype::f16, dtype::bf16, dtype::q8_0, dtype::q4_0, dtype::q4_k, dtype::q6_k};
+  const bool int8 = int8_set(GetParam());
   for (dtype type : types) {
+    if (int8 && sa::cpu::q8_block(type) > 0) continue;  // cpu_int8_kernels holds these to their oracle
     const int64_t block = sa::traits(type).block_elems;
     // n_in: a multiple of the block; plain floats also get lengths that are not a multiple of 8.
     std::vector<int64_t> lengths = {block == 1 ? 64 : 256, 512};
@@ -227,28 +288,35 @@ TEST_P(cpu_kernels, fused_decode_rows_equal_the_reference_dequantize_then_dot_bi
   }
 }
 
+// Rows over blocks of keys and queries (a head_dim that is not a multiple of 8, one that is with
+// a group of 3, so blocks of 4 queries span rows), lengths past the 16 partial sums and short.
 TEST_P(cpu_kernels, attention_equals_the_reference_bitwise) {
   sa::cpu::thread_pool pool(2);
   sa::cpu::scratch_t scratch(2);
-  const int32_t n_heads = 4, n_kv = 2, hd = 36;  // a head_dim that is not a multiple of 8
-  const int64_t cap = 70, n = 3;
-  const std::vector<float> q = sa_test::random_normal(static_cast<size_t>(n * n_heads * hd), 5);
-  const std::vector<float> k = sa_test::random_normal(static_cast<size_t>(n_kv * cap * hd), 6);
-  const std::vector<float> v = sa_test::random_normal(static_cast<size_t>(n_kv * cap * hd), 7);
-  const sa::cpu::kv_rows kr{reinterpret_cast<const uint8_t*>(k.data()), dtype::f32, hd};
-  const sa::cpu::kv_rows vr{reinterpret_cast<const uint8_t*>(v.data()), dtype::f32, hd};
-  const std::vector<int32_t> len = {70, 41, 1};
-  auto run = [&](std::vector<float>& out, std::vector<float>& lse) {
-    out.assign(static_cast<size_t>(n * n_heads * hd), 0.0f);
-    lse.assign(static_cast<size_t>(n * n_heads), 0.0f);
-    sa::cpu::attention_rows(pool, scratch, q.data(), n, n_heads, n_kv, hd, kr, cap, vr, cap, nullptr, len,
-                            0.17f, out.data(), lse.data(), nullptr, nullptr, 0);
+  struct shape {
+    int32_t n_heads, n_kv, hd;
   };
-  std::vector<float> want_out, want_lse, got_out, got_lse;
-  with_set(kernel_set::reference, [&] { run(want_out, want_lse); });
-  with_set(GetParam(), [&] { run(got_out, got_lse); });
-  EXPECT_TRUE(same_bits(want_out, got_out));
-  EXPECT_TRUE(same_bits(want_lse, got_lse));
+  for (const shape sh : {shape{4, 2, 36}, shape{6, 2, 64}}) {
+    const int32_t n_heads = sh.n_heads, n_kv = sh.n_kv, hd = sh.hd;
+    const int64_t cap = 70, n = 5;
+    const std::vector<float> q = sa_test::random_normal(static_cast<size_t>(n * n_heads * hd), 5);
+    const std::vector<float> k = sa_test::random_normal(static_cast<size_t>(n_kv * cap * hd), 6);
+    const std::vector<float> v = sa_test::random_normal(static_cast<size_t>(n_kv * cap * hd), 7);
+    const sa::cpu::kv_rows kr{reinterpret_cast<const uint8_t*>(k.data()), dtype::f32, hd};
+    const sa::cpu::kv_rows vr{reinterpret_cast<const uint8_t*>(v.data()), dtype::f32, hd};
+    const std::vector<int32_t> len = {70, 41, 1, 17, 66};
+    auto run = [&](std::vector<float>& out, std::vector<float>& lse) {
+      out.assign(static_cast<size_t>(n * n_heads * hd), 0.0f);
+      lse.assign(static_cast<size_t>(n * n_heads), 0.0f);
+      sa::cpu::attention_rows(pool, scratch, q.data(), n, n_heads, n_kv, hd, kr, cap, vr, cap, nullptr, len,
+                              0.17f, out.data(), lse.data(), nullptr, nullptr, 0);
+    };
+    std::vector<float> want_out, want_lse, got_out, got_lse;
+    with_set(kernel_set::reference, [&] { run(want_out, want_lse); });
+    with_set(GetParam(), [&] { run(got_out, got_lse); });
+    EXPECT_TRUE(same_bits(want_out, got_out)) << "head_dim " << hd;
+    EXPECT_TRUE(same_bits(want_lse, got_lse)) << "head_dim " << hd;
+  }
 }
 
 // attention_rows takes each KV head's queries over blocks of rows together (a key's row fetched
@@ -314,8 +382,19 @@ TEST_P(cpu_kernels, softmax_exponentials_equal_the_reference_bitwise) {
   with_set(GetParam(), [&] { k = &sa::cpu::active_kernels(); });
   for (float m : {0.0f, 3.5f, -2.25f}) {
     std::vector<float> want = x, got = x;
-    sa::cpu::exp_shifted(want.data(), static_cast<int64_t>(want.size()), m);
-    k->exp_shifted(got.data(), static_cast<int64_t>(got.size()), m);
+    const float want_sum = sa::cpu::exp_shifted(want.data(), static_cast<int64_t>(want.size()), m);
+    const float got_sum = k->exp_shifted(got.data(), static_cast<int64_t>(got.size()), m);
+    if (std::isnan(want_sum))
+      EXPECT_TRUE(std::isnan(got_sum)) << "m " << m;
+    else
+      EXPECT_EQ(std::memcmp(&want_sum, &got_sum, sizeof(float)), 0) << "m " << m << ": " << want_sum << " vs " << got_sum;
+    // Sums of ordinary values, every length to 40 (the tails of 16 partial sums).
+    const std::vector<float> finite = sa_test::random_normal(40, 3);
+    for (int64_t len = 0; len <= 40; ++len) {
+      std::vector<float> w = finite, g = finite;
+      const float ws = sa::cpu::exp_shifted(w.data(), len, m), gs = k->exp_shifted(g.data(), len, m);
+      ASSERT_EQ(std::memcmp(&ws, &gs, sizeof(float)), 0) << "length " << len << " m " << m;
+    }
     for (size_t i = 0; i < x.size(); ++i) {
       if (std::isnan(want[i])) {
         EXPECT_TRUE(std::isnan(got[i])) << "x " << x[i] << " m " << m;
@@ -342,6 +421,7 @@ TEST_P(cpu_kernels, softmax_exponentials_equal_the_reference_bitwise) {
 }
 
 TEST_P(cpu_kernels, greedy_decodes_of_the_shipped_models_are_the_references_bits) {
+  if (int8_set(GetParam())) GTEST_SKIP() << "an int8 set's products are not the reference's: cpu_int8_kernels compares its decodes";
   for (const char* file : {"sa-default-q8_0.gguf", "sa-default-f16.gguf"}) {
     const auto m = sa::model::load(sa_test::models_dir() + "/" + file, true);
     auto decode = [&](std::vector<int32_t>& tokens, std::vector<float>& logits) {

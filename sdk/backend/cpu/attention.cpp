@@ -30,6 +30,22 @@ struct problem {
   float* lse;
 };
 
+// The largest of p[0, n) (NaN ignored; -inf when there is none), in 16 partial maxima so the
+// compiler can keep them in vector registers, with +0 added so that the sign of a zero maximum
+// does not depend on the order the values were seen in: every way of taking it gives these bits.
+float largest(const float* p, int64_t n) {
+  constexpr float lowest = -std::numeric_limits<float>::infinity();
+  float mx[16] = {lowest, lowest, lowest, lowest, lowest, lowest, lowest, lowest,
+                  lowest, lowest, lowest, lowest, lowest, lowest, lowest, lowest};
+  int64_t t = 0;
+  for (; t + 16 <= n; t += 16)
+    for (int j = 0; j < 16; ++j) mx[j] = mx[j] < p[t + j] ? p[t + j] : mx[j];
+  for (int j = 0; t < n; ++t, ++j) mx[j] = mx[j] < p[t] ? p[t] : mx[j];
+  float m = lowest;
+  for (float v : mx) m = m < v ? v : m;
+  return m + 0.0f;
+}
+
 // Softmax attention of one (row, query head) item over n keys: key t sits at cache row
 // row_of(t) and its score gets bias_of(t) added. Leaves the normalised weights in p[0, n).
 // (p also holds, past 2n, room to convert one narrow cache row to f32.)
@@ -48,7 +64,6 @@ void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasO
   if (p.size() < static_cast<size_t>(n + hd)) p.resize(static_cast<size_t>(n + hd));
   float* tmp = p.data() + n;
   const int64_t k0 = kvh * pb.k_capacity, v0 = kvh * pb.v_capacity;
-  float m = -std::numeric_limits<float>::infinity();
   const kernels& kern = active_kernels();  // the reference's bits in every set
   int64_t key = 0;
   if (pb.k.type == dtype::f32) {
@@ -60,19 +75,15 @@ void attend_keys(const problem& pb, int64_t item, int64_t n, RowOf row_of, BiasO
       kern.dot_block(pb.k.row(k0 + r, tmp), 4, qi, 1, hd, s);
       for (int64_t j = 0; j < 4; ++j) {
         p[static_cast<size_t>(key + j)] = s[j] * pb.scale + bias_of(key + j);
-        m = std::max(m, p[static_cast<size_t>(key + j)]);
       }
     }
   }
-  for (; key < n; ++key) {
+  for (; key < n; ++key)
     p[static_cast<size_t>(key)] = kern.dot_f32(qi, pb.k.row(k0 + row_of(key), tmp), hd) * pb.scale + bias_of(key);
-    m = std::max(m, p[static_cast<size_t>(key)]);
-  }
-  kern.exp_shifted(p.data(), n, m);
-  float l = 0.0f;
+  const float m = largest(p.data(), n);
+  const float l = kern.exp_shifted(p.data(), n, m);
   for (int64_t t = 0; t < n; ++t) {
     const float e = p[static_cast<size_t>(t)];
-    l += e;
     const float* vt = pb.v.row(v0 + (pb.v_rows ? int64_t{pb.v_rows[t]} : int64_t{row_of(t)}), tmp);
     kern.add_scaled(oi, vt, e, hd);
   }
@@ -93,7 +104,7 @@ void attend_one(const problem& pb, int64_t i, int32_t h, std::vector<float>& p) 
 // row, each over keys [0, kv_len[row]), with attend_one's arithmetic query by query (the same
 // dot products, maximum, exponentials and sums, keys in order), so the bits are the same. What
 // changes is that a key's row is fetched (and, for a narrow cache, converted) once for all of
-// them, the scores come from register blocks of 4 keys x 2 queries, and each query's weighted
+// them, the scores come from register blocks of 4 keys x 4 queries (kernels::scores), and each query's weighted
 // sum of values runs over a tile of k_value_tile rows at once (add_scaled_rows), its output held
 // in registers. buf: [queries][n_max] weights, then the converted rows [k_value_tile][head_dim].
 constexpr int64_t k_value_tile = 32;
@@ -116,14 +127,14 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
   if (buf.size() < need) buf.resize(need);
   float* const p = buf.data();                 // [nq][n_max]
   float* const tmp = buf.data() + nq * n_max;  // [k_value_tile][hd]
-  float* const qs = tmp + k_value_tile * hd;   // [nq][hd]: the queries packed, so any two are a pair
+  float* const qs = tmp + k_value_tile * hd;   // [nq][hd]: the queries packed, so any four are a block
   for (int64_t qi = 0; qi < nq; ++qi) std::copy(pb.q + item[qi] * hd, pb.q + (item[qi] + 1) * hd, qs + qi * hd);
   const int64_t k0 = kvh * pb.k_capacity, v0 = kvh * pb.v_capacity;
   const kernels& kern = active_kernels();  // the reference's bits in every set
 
   // Scores, 4 keys at a time: the keys' rows (in place for f32, converted once otherwise) against
-  // the queries two at a time (a pair may span two rows: a key past one's length gets a score
-  // it never reads).
+  // the queries four at a time (a block may span rows: a key past one's length gets a score it
+  // never reads).
   int64_t key = 0;
   for (; key + 4 <= n_max; key += 4) {
     const float* kt = tmp;
@@ -131,13 +142,23 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
       kt = reinterpret_cast<const float*>(pb.k.at(k0 + key));
     else
       for (int j = 0; j < 4; ++j) pb.k.to_f32(k0 + key + j, tmp + j * hd);
-    for (int64_t qi = 0; qi < nq; qi += 2) {
-      const int64_t nx = std::min<int64_t>(2, nq - qi);
-      if (key >= len[qi] && (nx == 1 || key >= len[qi + 1])) continue;
-      float s[8];
-      kern.dot_block(kt, 4, qs + qi * hd, nx, hd, s);
-      for (int64_t x = 0; x < nx; ++x)
-        for (int64_t j = 0; j < 4; ++j) p[(qi + x) * n_max + key + j] = s[x * 4 + j] * pb.scale + 0.0f;
+    for (int64_t qi = 0; qi < nq; qi += 4) {
+      const int64_t nx = std::min<int64_t>(4, nq - qi);
+      int64_t longest = 0;
+      for (int64_t x = 0; x < nx; ++x) longest = std::max(longest, len[qi + x]);
+      if (key >= longest) continue;
+      float* out = p + qi * n_max + key;
+      if (kern.scores) {
+        kern.scores(kt, 4, qs + qi * hd, nx, hd, pb.scale, out, n_max);
+        continue;
+      }
+      for (int64_t x0 = 0; x0 < nx; x0 += 2) {
+        float s[8];
+        const int64_t pair = std::min<int64_t>(2, nx - x0);
+        kern.dot_block(kt, 4, qs + (qi + x0) * hd, pair, hd, s);
+        for (int64_t x = 0; x < pair; ++x)
+          for (int64_t j = 0; j < 4; ++j) out[(x0 + x) * n_max + j] = s[x * 4 + j] * pb.scale + 0.0f;
+      }
     }
   }
   for (; key < n_max; ++key) {
@@ -146,16 +167,13 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
       if (key < len[qi]) p[qi * n_max + key] = kern.dot_f32(qs + qi * hd, kr, hd) * pb.scale + 0.0f;
   }
 
-  // Each query's softmax as attend_keys takes it: the maximum over its keys in order, the
-  // exponentials, their sum in order.
+  // Each query's softmax as attend_keys takes it: the largest score, the exponentials and their
+  // sum.
   float m[k_max_queries], l[k_max_queries];
   for (int64_t qi = 0; qi < nq; ++qi) {
     float* pq = p + qi * n_max;
-    m[qi] = -std::numeric_limits<float>::infinity();
-    l[qi] = 0.0f;
-    for (int64_t t = 0; t < len[qi]; ++t) m[qi] = std::max(m[qi], pq[t]);
-    if (len[qi] > 0) kern.exp_shifted(pq, len[qi], m[qi]);
-    for (int64_t t = 0; t < len[qi]; ++t) l[qi] += pq[t];
+    m[qi] = largest(pq, len[qi]);
+    l[qi] = len[qi] > 0 ? kern.exp_shifted(pq, len[qi], m[qi]) : 0.0f;
     for (int32_t d = 0; d < hd; ++d) ov[qi][d] = 0.0f;
   }
   // The values a tile of keys at a time (rows in place, or copied or converted once for all the
@@ -170,7 +188,13 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
       for (int64_t j = 0; j < cnt; ++j) pb.v.to_f32(v0 + (pb.v_rows ? int64_t{pb.v_rows[t0 + j]} : t0 + j), tmp + j * hd);
     for (int64_t qi = 0; qi < nq; ++qi) {
       const int64_t c = std::min(cnt, len[qi] - t0);
-      if (c > 0) kern.add_scaled_rows(ov[qi], vt, hd, p + qi * n_max + t0, c, hd);
+      if (c <= 0) continue;
+      if (kern.add_scaled_rows2 && qi + 1 < nq && std::min(cnt, len[qi + 1] - t0) == c) {
+        kern.add_scaled_rows2(ov[qi], ov[qi + 1], vt, hd, p + qi * n_max + t0, p + (qi + 1) * n_max + t0, c, hd);
+        ++qi;
+        continue;
+      }
+      kern.add_scaled_rows(ov[qi], vt, hd, p + qi * n_max + t0, c, hd);
     }
   }
   for (int64_t qi = 0; qi < nq; ++qi) {

@@ -137,8 +137,9 @@ struct kernels {
   // add_scaled(y, x + t * stride, a[t], n) for t = 0 .. count - 1 in order: a weighted sum of
   // rows into y, each element's adds in the same order (a set keeps y in registers across rows).
   void (*add_scaled_rows)(float* y, const float* x, int64_t stride, const float* a, int64_t count, int64_t n);
-  // p[t] = softmax_exp(p[t] - m) for t < n (ops.h: the same float operations in every set).
-  void (*exp_shifted)(float* p, int64_t n, float m);
+  // p[t] = softmax_exp(p[t] - m) for t < n, returning their sum (ops.h: the same float
+  // operations in every set, the sum's too).
+  float (*exp_shifted)(float* p, int64_t n, float m);
   // out[i] = swiglu_value(g[i], u[i]) for i < n (ops.h: the same float operations in every set).
   void (*swiglu)(const float* g, const float* u, float* out, int64_t n);
   // The integer products (dot_q8_scalar's arguments and arithmetic) of the int8 sets: up to 4
@@ -157,6 +158,16 @@ struct kernels {
   bool dot_q8_reads_biased = false;
   // quantize_q8_row's arguments and results, bit for bit, in lanes (null: the reference loop).
   void (*quantize_q8)(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) = nullptr;
+  // Attention's scores for a block of keys and queries: out[i * stride + r] = dot_f32(k + r n,
+  // q + i n, n) * scale + 0.0f for r < rows <= 4 and i < nq <= 4 (k [rows][n], q [nq][n]), each
+  // dot product as dot_f32 computes it. Null: dot_block, then the scale, pair by pair.
+  void (*scores)(const float* k, int64_t rows, const float* q, int64_t nq, int64_t n, float scale, float* out,
+                 int64_t stride) = nullptr;
+  // add_scaled_rows into two outputs from the same rows, y0 with weights a0 and y1 with a1, each
+  // element's adds in add_scaled_rows' order (twice the independent sums, the rows read once).
+  // Null: add_scaled_rows for each.
+  void (*add_scaled_rows2)(float* y0, float* y1, const float* x, int64_t stride, const float* a0, const float* a1,
+                           int64_t count, int64_t n) = nullptr;
 };
 
 // The weight types the SIMD sets' dot_rows take: f32, f16, bf16, Q8_0, Q4_0, Q4_K and Q6_K.
@@ -168,6 +179,8 @@ const kernels& active_kernels();
 // the build has no such set).
 const kernels* avx2_kernels();
 const kernels* avx2_int8_kernels();
+// The AVX2 set with AVX-512 float kernels (attention's), the base of the AVX-512 sets.
+const kernels* avx512_float_kernels();
 const kernels* avx512_vnni_kernels();
 const kernels* avx512_amx_kernels();
 const kernels* neon_kernels();

@@ -46,6 +46,23 @@ SA_AVX2 inline float finish(__m256 acc, const float* a, const float* b, int64_t 
   return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 }
 
+// reduce8 of eight vectors at once, sums[j] = reduce8(v[j]): the same adds of the same pairs
+// (a0 + a4, then (a0 + a4) + (a1 + a5), ...), with the lanes of different vectors brought
+// together by shuffles instead of each vector's lanes stored and summed one by one.
+SA_AVX2 inline __m256 reduce8x8(const __m256 v[8]) {
+  __m256 c[4];  // c[i]: lanes 0-3 v[2i]'s a_j + a_j+4, lanes 4-7 v[2i+1]'s
+  for (int i = 0; i < 4; ++i)
+    c[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  __m256 d[2];  // d[i]: per 128-bit half h, (a0+a4)+(a1+a5) and (a2+a6)+(a3+a7) of v[4i+h], v[4i+2+h]
+  for (int i = 0; i < 2; ++i)
+    d[i] = _mm256_add_ps(_mm256_shuffle_ps(c[2 * i], c[2 * i + 1], 0x88),
+                         _mm256_shuffle_ps(c[2 * i], c[2 * i + 1], 0xDD));
+  // Lanes: v0 v2 v4 v6 v1 v3 v5 v7, put in order.
+  const __m256 e = _mm256_add_ps(_mm256_shuffle_ps(d[0], d[1], 0x88), _mm256_shuffle_ps(d[0], d[1], 0xDD));
+  return _mm256_permutevar8x32_ps(e, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 SA_AVX2 float dot_f32_avx2(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   int64_t k = 0;
@@ -238,9 +255,24 @@ SA_AVX2 void dot_block_full(const float* w, const float* x, int64_t n, float* ou
       for (int r = 0; r < 4; ++r) acc[i][r] = _mm256_fmadd_ps(v[r], u, acc[i][r]);
     }
   }
-  for (int i = 0; i < NX; ++i)
-    for (int r = 0; r < 4; ++r)
-      out[i * 4 + r] = k < n ? finish(acc[i][r], w + r * n + k, x + i * n + k, n - k) : reduce8(acc[i][r]);
+  if (k < n) {
+    for (int i = 0; i < NX; ++i)
+      for (int r = 0; r < 4; ++r) out[i * 4 + r] = finish(acc[i][r], w + r * n + k, x + i * n + k, n - k);
+    return;
+  }
+  // Eight sums at a time (out[i * 4 + r] is sum 4 i + r), the last group padded with zeros.
+  constexpr int sums = 4 * NX, padded = (sums + 7) / 8 * 8;
+  __m256 v[padded];
+  for (int j = 0; j < padded; ++j) v[j] = j < sums ? acc[j / 4][j % 4] : _mm256_setzero_ps();
+  for (int s = 0; s < padded; s += 8) {
+    if (s + 8 <= sums) {
+      _mm256_storeu_ps(out + s, reduce8x8(v + s));
+    } else {
+      float t[8];
+      _mm256_storeu_ps(t, reduce8x8(v + s));
+      std::memcpy(out + s, t, sizeof(float) * static_cast<size_t>(sums - s));
+    }
+  }
 }
 
 SA_AVX2 void dot_block_avx2(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out) {
@@ -249,6 +281,27 @@ SA_AVX2 void dot_block_avx2(const float* w, int64_t rows, const float* x, int64_
   if (rows == 4 && nx == 1) return dot_block_full<1>(w, x, n, out);
   for (int64_t i = 0; i < nx; ++i)
     for (int64_t r = 0; r < rows; ++r) out[i * 4 + r] = dot_f32_avx2(w + r * n, x + i * n, n);
+}
+
+// Attention's scores (kernel_set.h): dot_block_full's sums two queries at a time, then scaled.
+SA_AVX2 void scores_avx2(const float* k, int64_t rows, const float* q, int64_t nq, int64_t n, float scale,
+                         float* out, int64_t stride) {
+  if (rows != 4) {
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t r = 0; r < rows; ++r) out[i * stride + r] = dot_f32_avx2(k + r * n, q + i * n, n) * scale + 0.0f;
+    return;
+  }
+  const __m128 sv = _mm_set1_ps(scale), zero = _mm_setzero_ps();
+  for (int64_t i = 0; i < nq; i += 2) {
+    float s[8];
+    const int64_t nx = nq - i < 2 ? 1 : 2;
+    if (nx == 2)
+      dot_block_full<2>(k, q + i * n, n, s);
+    else
+      dot_block_full<1>(k, q + i * n, n, s);
+    for (int64_t x = 0; x < nx; ++x)
+      _mm_storeu_ps(out + (i + x) * stride, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(s + 4 * x), sv), zero));
+  }
 }
 
 SA_AVX2 void add_scaled_avx2(float* y, const float* x, float a, int64_t n) {
@@ -304,11 +357,27 @@ SA_AVX2 __m256 softmax_exp8(__m256 x) {
   return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), big);
 }
 
-SA_AVX2 void exp_shifted_avx2(float* p, int64_t n, float m) {
+// The sum's 16 partial sums in two vectors: elements 16 i + j into lo (j < 8) or hi (j >= 8).
+SA_AVX2 float exp_shifted_avx2(float* p, int64_t n, float m) {
   const __m256 mv = _mm256_set1_ps(m);
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
   int64_t t = 0;
-  for (; t + 8 <= n; t += 8) _mm256_storeu_ps(p + t, softmax_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + t), mv)));
-  for (; t < n; ++t) p[t] = softmax_exp(p[t] - m);
+  for (; t + 16 <= n; t += 16) {
+    const __m256 a = softmax_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + t), mv));
+    const __m256 b = softmax_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + t + 8), mv));
+    _mm256_storeu_ps(p + t, a);
+    _mm256_storeu_ps(p + t + 8, b);
+    lo = _mm256_add_ps(lo, a);
+    hi = _mm256_add_ps(hi, b);
+  }
+  float acc[16];
+  _mm256_storeu_ps(acc, lo);
+  _mm256_storeu_ps(acc + 8, hi);
+  for (int64_t j = 0; t < n; ++t, ++j) {
+    p[t] = softmax_exp(p[t] - m);
+    acc[j] += p[t];
+  }
+  return sum_partials16(acc);
 }
 
 // swiglu_value on 8 lanes: g / (1 + softmax_exp(-g)) * u, the division correctly rounded as the
@@ -324,8 +393,16 @@ SA_AVX2 void swiglu_avx2(const float* g, const float* u, float* out, int64_t n) 
   for (; i < n; ++i) out[i] = swiglu_value(g[i], u[i]);
 }
 
-const kernels k_avx2 = {dot_f32_avx2,    dot_rows_avx2,    fused_row_type, dot_block_avx2,
-                        add_scaled_avx2, add_scaled_rows_avx2, exp_shifted_avx2, swiglu_avx2, nullptr};
+const kernels k_avx2 = {.dot_f32 = dot_f32_avx2,
+                        .dot_rows = dot_rows_avx2,
+                        .dot_rows_types = fused_row_type,
+                        .dot_block = dot_block_avx2,
+                        .add_scaled = add_scaled_avx2,
+                        .add_scaled_rows = add_scaled_rows_avx2,
+                        .exp_shifted = exp_shifted_avx2,
+                        .swiglu = swiglu_avx2,
+                        .dot_q8 = nullptr,
+                        .scores = scores_avx2};
 
 // F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" in __builtin_cpu_supports.
 // (AVX2 being usable implies the OS saves the AVX state F16C needs.)

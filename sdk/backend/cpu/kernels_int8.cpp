@@ -1081,7 +1081,7 @@ const kernels* avx2_int8_kernels() {
 
 const kernels* avx512_vnni_kernels() {
   static const kernels* const k = [] {
-    const kernels* base = avx2_kernels();
+    const kernels* base = avx512_float_kernels();
     __builtin_cpu_init();
     const bool vnni = base != nullptr && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") &&

@@ -326,11 +326,24 @@ float32x4_t softmax_exp4(float32x4_t x) {
   return vbslq_f32(big, vdupq_n_f32(std::numeric_limits<float>::infinity()), y);
 }
 
-void exp_shifted_neon(float* p, int64_t n, float m) {
+// The sum's 16 partial sums in four vectors: element 16 i + j into acc[j / 4].
+float exp_shifted_neon(float* p, int64_t n, float m) {
   const float32x4_t mv = vdupq_n_f32(m);
+  float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
   int64_t t = 0;
-  for (; t + 4 <= n; t += 4) vst1q_f32(p + t, softmax_exp4(vsubq_f32(vld1q_f32(p + t), mv)));
-  for (; t < n; ++t) p[t] = softmax_exp(p[t] - m);
+  for (; t + 16 <= n; t += 16)
+    for (int a = 0; a < 4; ++a) {
+      const float32x4_t e = softmax_exp4(vsubq_f32(vld1q_f32(p + t + 4 * a), mv));
+      vst1q_f32(p + t + 4 * a, e);
+      acc[a] = vaddq_f32(acc[a], e);
+    }
+  float sums[16];
+  for (int a = 0; a < 4; ++a) vst1q_f32(sums + 4 * a, acc[a]);
+  for (int64_t j = 0; t < n; ++t, ++j) {
+    p[t] = softmax_exp(p[t] - m);
+    sums[j] += p[t];
+  }
+  return sum_partials16(sums);
 }
 
 // swiglu_value on 4 lanes: g / (1 + softmax_exp(-g)) * u.

@@ -168,8 +168,13 @@ float softmax_exp(float x) {
   return p * std::bit_cast<float>((static_cast<int32_t>(k) + 127) << 23);
 }
 
-void exp_shifted(float* p, int64_t n, float m) {
-  for (int64_t t = 0; t < n; ++t) p[t] = softmax_exp(p[t] - m);
+float exp_shifted(float* p, int64_t n, float m) {
+  float acc[16] = {};
+  for (int64_t t = 0; t < n; ++t) {
+    p[t] = softmax_exp(p[t] - m);
+    acc[t % 16] += p[t];
+  }
+  return sum_partials16(acc);
 }
 
 void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,

@@ -60,8 +60,16 @@ inline constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;  // ln 2
 inline constexpr float poly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 }  // namespace softmax_exp_c
-// p[t] = softmax_exp(p[t] - m) for t < n, the reference loop.
-void exp_shifted(float* p, int64_t n, float m);
+// The sum of 16 interleaved partial sums acc[j] (element t added into acc[t mod 16], in order):
+// s_j = acc[j] + acc[j + 8], then ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)).
+inline float sum_partials16(const float* acc) {
+  float s[8];
+  for (int j = 0; j < 8; ++j) s[j] = acc[j] + acc[j + 8];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+// p[t] = softmax_exp(p[t] - m) for t < n, the reference loop; returns the sum of the new p[t]
+// as sum_partials16 takes it (which SIMD sets compute in lanes).
+float exp_shifted(float* p, int64_t n, float m);
 // silu(g) * u = g / (1 + softmax_exp(-g)) * u, the arithmetic of swiglu_elems (the exponential
 // every set repeats lane for lane, so every set keeps these bits).
 float swiglu_value(float g, float u);

@@ -4,10 +4,12 @@
 #pragma once
 
 #define SA_TARGET_AVX2 "avx2,f16c,fma"
-#define SA_TARGET_VNNI SA_TARGET_AVX2 ",avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
+#define SA_TARGET_AVX512 SA_TARGET_AVX2 ",avx512f,avx512bw,avx512dq,avx512vl"
+#define SA_TARGET_VNNI SA_TARGET_AVX512 ",avx512vnni"
 #define SA_TARGET_AMX SA_TARGET_VNNI ",amx-tile,amx-int8"
 
 #define SA_AVX2 __attribute__((target(SA_TARGET_AVX2)))
+#define SA_AVX512 __attribute__((target(SA_TARGET_AVX512)))
 #define SA_VNNI __attribute__((target(SA_TARGET_VNNI)))
 #define SA_AMX __attribute__((target(SA_TARGET_AMX)))
 
