@@ -144,7 +144,15 @@ void cpu_backend::matmul_add(const tensor& w, const tensor& x, const tensor& y) 
 void cpu_backend::matmul_n(const tensor& x, std::span<const tensor> w, std::span<const tensor> y) {
   if (w.size() != y.size() || w.empty() || w.size() > 3)
     fail(SA_ERR_INTERNAL, "matmul_n: %zu weights for %zu outputs", w.size(), y.size());
-  for (size_t j = 0; j < w.size(); ++j) matmul(w[j], x, y[j]);
+  weight_rows rows[3];
+  float* out[3];
+  for (size_t j = 0; j < w.size(); ++j) {
+    check_matmul(w[j], x, y[j], "matmul_n");
+    rows[j] = {w[j].type, data_of(w[j]), w[j].row_size(), w[j].rows()};
+    out[j] = ptr<float>(y[j]);
+  }
+  matmul_rows_n(pool_, scratch_, std::span(rows, w.size()), w[0].ne[0], ptr<float>(x), x.rows(),
+                std::span(out, w.size()));
 }
 
 void cpu_backend::matmul_swiglu(const tensor& gate, const tensor& up, const tensor& x,
@@ -154,13 +162,14 @@ void cpu_backend::matmul_swiglu(const tensor& gate, const tensor& up, const tens
   if (gate.type != up.type) fail(SA_ERR_INTERNAL, "matmul_swiglu: gate and up of different types");
   // out = x · gateᵀ, then out = silu(out) * (x · upᵀ) row by row: the same products and the
   // same silu arithmetic as matmul, matmul, swiglu.
+  // (up_ outlives the call: a fresh vector, 2 MB for a 512-token chunk, was zeroed and faulted
+  // in on one thread each call while the others waited.)
   const int64_t n = x.rows(), n_ff = gate.rows();
-  std::vector<float> u(static_cast<size_t>(n * n_ff));
-  matmul_rows(pool_, scratch_, gate.type, data_of(gate), gate.row_size(), n_ff, gate.ne[0],
-              ptr<float>(x), n, ptr<float>(out), false);
-  matmul_rows(pool_, scratch_, up.type, data_of(up), up.row_size(), n_ff, up.ne[0], ptr<float>(x),
-              n, u.data(), false);
-  swiglu_elems(pool_, ptr<float>(out), u.data(), ptr<float>(out), n * n_ff);
+  if (up_.size() < static_cast<size_t>(n * n_ff)) up_.resize(static_cast<size_t>(n * n_ff));
+  const weight_rows w[2] = {{gate.type, data_of(gate), gate.row_size(), n_ff}, {up.type, data_of(up), up.row_size(), n_ff}};
+  float* const y[2] = {ptr<float>(out), up_.data()};
+  matmul_rows_n(pool_, scratch_, w, gate.ne[0], ptr<float>(x), n, y);
+  swiglu_elems(pool_, ptr<float>(out), up_.data(), ptr<float>(out), n * n_ff);
 }
 
 void cpu_backend::add_bias(const tensor& y, const tensor& b) {
@@ -183,7 +192,7 @@ void cpu_backend::swiglu(const tensor& gate, const tensor& up, const tensor& out
 }
 
 void cpu_backend::add(const tensor& a, const tensor& b) {
-  add_elems(ptr<float>(a), ptr<float>(b), a.ne[0] * a.rows());
+  add_elems(pool_, ptr<float>(a), ptr<float>(b), a.ne[0] * a.rows());
 }
 
 void cpu_backend::store_kv(const tensor& cache, int64_t capacity, const tensor& src,
@@ -213,10 +222,26 @@ void cpu_backend::rope_store_kv(const tensor& q, const tensor& k, const tensor& 
                                 int32_t n_kv_heads, int32_t head_dim, const tensor& positions,
                                 const rope_params& p, const tensor& k_cache, const tensor& v_cache,
                                 int64_t capacity, const tensor& slots) {
-  rope(q, n_heads, head_dim, positions, p);
-  rope(k, n_kv_heads, head_dim, positions, p);
-  store_kv(k_cache, capacity, k, slots);
-  store_kv(v_cache, capacity, v, slots);
+  const std::span<const int32_t> pos = ints(positions), slot = ints(slots);
+  const int64_t n = static_cast<int64_t>(pos.size());
+  const bool shapes = static_cast<int64_t>(slot.size()) == n && k_cache.type == v_cache.type &&
+                      k_cache.ne[0] == head_dim && v_cache.ne[0] == head_dim &&
+                      k.ne[0] * k.rows() == n * n_kv_heads * head_dim && v.ne[0] * v.rows() == n * n_kv_heads * head_dim &&
+                      q.ne[0] * q.rows() == n * n_heads * head_dim;
+  if (!shapes) {  // the ops one by one, which say what does not fit
+    rope(q, n_heads, head_dim, positions, p);
+    rope(k, n_kv_heads, head_dim, positions, p);
+    store_kv(k_cache, capacity, k, slots);
+    store_kv(v_cache, capacity, v, slots);
+    return;
+  }
+  rows_of(k_cache, head_dim);  // checks the type
+  for (int32_t s : slot)
+    if (s < 0 || s >= capacity)
+      fail(SA_ERR_INTERNAL, "store_kv: slot %d outside [0, %lld)", s, static_cast<long long>(capacity));
+  // One pass over the rows: the same rotations and stores as rope, rope, store_kv, store_kv.
+  rope_store_rows(pool_, ptr<float>(q), ptr<float>(k), ptr<float>(v), n, n_heads, n_kv_heads, head_dim, pos, p,
+                  k_cache.type, data_of(k_cache), data_of(v_cache), capacity, slot);
 }
 
 void cpu_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,

@@ -138,6 +138,7 @@ class cpu_backend final : public backend {
 
   thread_pool pool_;
   std::vector<std::vector<float>> scratch_;  // one per thread
+  std::vector<float> up_;                     // matmul_swiglu's x · upᵀ [n][n_ff], grown as needed
   sample_scratch sample_scratch_;            // reserved by reserve_sampling
 };
 

@@ -82,6 +82,28 @@ void rope_rows(thread_pool& pool, float* x, int64_t n, int32_t n_heads, int32_t 
   });
 }
 
+void rope_store_rows(thread_pool& pool, float* q, float* k, const float* v, int64_t n, int32_t n_heads,
+                     int32_t n_kv_heads, int32_t head_dim, std::span<const int32_t> positions,
+                     const rope_params& p, dtype cache_type, uint8_t* k_cache, uint8_t* v_cache,
+                     int64_t capacity, std::span<const int32_t> slots) {
+  const std::vector<double> inv_freq = rope_inv_freq(p);
+  const size_t row_size = static_cast<size_t>(row_bytes(cache_type, head_dim));
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int32_t) {
+    std::vector<float> cs(inv_freq.size()), sn(inv_freq.size());
+    for (int64_t r = b; r < e; ++r) {
+      angles(positions[static_cast<size_t>(r)], inv_freq, cs.data(), sn.data());
+      for (int32_t h = 0; h < n_heads; ++h) rotate(q + (r * n_heads + h) * head_dim, cs.data(), sn.data(), p);
+      for (int32_t h = 0; h < n_kv_heads; ++h) {
+        const int64_t at = (r * n_kv_heads + h) * head_dim;
+        rotate(k + at, cs.data(), sn.data(), p);
+        const size_t to = static_cast<size_t>(h * capacity + slots[static_cast<size_t>(r)]) * row_size;
+        store_row(cache_type, k + at, k_cache + to, head_dim);
+        store_row(cache_type, v + at, v_cache + to, head_dim);
+      }
+    }
+  });
+}
+
 void gather_rope_rows(thread_pool& pool, const kv_rows& src, int64_t src_capacity,
                       int32_t n_heads, int32_t head_dim, std::span<const int32_t> rows,
                       std::span<const int32_t> positions, const rope_params& p, uint8_t* dst,
@@ -134,8 +156,15 @@ void store_row(dtype type, const float* src, uint8_t* dst, int64_t n) {
     quantize_row(type, src, dst, n);
 }
 
-void add_elems(float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+void add_elems(thread_pool& pool, float* a, const float* b, int64_t n) {
+  constexpr int64_t chunk = 4096;  // elements an item (a prefill's residual add is 100s of them)
+  if (n <= chunk) {
+    for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+    return;
+  }
+  pool.parallel_for((n + chunk - 1) / chunk, [&](int64_t begin, int64_t end, int32_t) {
+    for (int64_t i = begin * chunk; i < std::min(n, end * chunk); ++i) a[i] += b[i];
+  });
 }
 
 }  // namespace sa::cpu

@@ -53,11 +53,12 @@ struct q8_rows {
   std::vector<q8_row> xs;  // the rows' views
 };
 
-void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w,
-               size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n, float* y,
-               bool accumulate) {
+// x [n][n_in] quantized for weights of `type` into the calling thread's q8_rows (also read
+// inside the pool's threads), which it returns.
+const q8_rows& quantize_inputs(thread_pool& pool, const kernels& k, dtype type, const float* x, int64_t n,
+                               int64_t n_in) {
   thread_local q8_rows mine;
-  q8_rows& buf = mine;  // the caller's, also inside the pool's threads
+  q8_rows& buf = mine;
   const int64_t block = q8_block(type);
   const int64_t n_blocks = n_in / block, n_sums = block == 256 ? n_in / 16 : 0;
   // Rows of levels one cache line more apart than their length: at a power-of-two stride (2048,
@@ -86,6 +87,12 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   for (int64_t i = 0; i < n; ++i)
     buf.xs[static_cast<size_t>(i)] = {buf.q.data() + i * qs, buf.d.data() + i * n_blocks,
                                       buf.sums.data() + i * n_sums, biased ? buf.u.data() + i * qs : nullptr};
+  return buf;
+}
+
+// y = x · wᵀ (or +=) for w of `type` [n_out][n_in] against x quantized by quantize_inputs.
+void products_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w, size_t w_row_size,
+                 int64_t n_out, int64_t n_in, const q8_rows& buf, int64_t n, float* y, bool accumulate) {
   // Outputs leave in runs of 16 weight rows per input row (a cache line), four tiles' worth:
   // stores of one tile's 4 wrote a quarter line per input row, so a prefill's outputs were
   // written line by line four times over (6 % of the shipped model's prefill in that loop).
@@ -115,8 +122,9 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   // A few input rows (decode): each thread its share of the weight rows. A prefill: work items of
   // 16 weight rows x a chunk of the input rows (a multiple of 16), so that few runs per thread
   // still split evenly: the shipped model's 384 outputs are 24 runs, which 16 threads took as 2
-  // and 1 — a third of them idle half the product — and take as 3 halves in 48 items. A run's
-  // tile is rearranged once per item, so the chunks stay as long as the balance allows.
+  // and 1 — a third of them idle half the product — and take as 3 halves in 48 items, each to
+  // whichever thread is free. A run's tile is rearranged once per item, so the chunks stay as
+  // long as the balance allows.
   const int64_t runs = (n_out + wide - 1) / wide, threads = pool.size();
   if (n < 2 * wide || threads == 1) {
     pool.parallel_for(n_out, [&](int64_t begin, int64_t end, int32_t) { rows_against(begin, end, 0, n); });
@@ -125,12 +133,16 @@ void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w
   int64_t chunks = 1;
   while ((runs * chunks) % threads != 0 && runs * chunks < 4 * threads && n / (2 * chunks) >= wide) chunks *= 2;
   const int64_t chunk = (n / chunks + wide - 1) / wide * wide;
-  pool.parallel_for(runs * chunks, [&](int64_t begin, int64_t end, int32_t) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t o0 = item / chunks * wide, i0 = item % chunks * chunk;
-      if (i0 < n) rows_against(o0, std::min(n_out, o0 + wide), i0, std::min(n, i0 + chunk));
-    }
+  pool.parallel_items(runs * chunks, [&](int64_t item, int32_t) {
+    const int64_t o0 = item / chunks * wide, i0 = item % chunks * chunk;
+    if (i0 < n) rows_against(o0, std::min(n_out, o0 + wide), i0, std::min(n, i0 + chunk));
   });
+}
+
+void matmul_q8(thread_pool& pool, const kernels& k, dtype type, const uint8_t* w, size_t w_row_size,
+               int64_t n_out, int64_t n_in, const float* x, int64_t n, float* y, bool accumulate) {
+  products_q8(pool, k, type, w, w_row_size, n_out, n_in, quantize_inputs(pool, k, type, x, n, n_in), n, y,
+              accumulate);
 }
 }  // namespace
 
@@ -175,6 +187,24 @@ float exp_shifted(float* p, int64_t n, float m) {
     acc[t % 16] += p[t];
   }
   return sum_partials16(acc);
+}
+
+void matmul_rows_n(thread_pool& pool, scratch_t& scratch, std::span<const weight_rows> w, int64_t n_in,
+                   const float* x, int64_t n, std::span<float* const> y) {
+  const kernels& k = active_kernels();
+  const int64_t block = w.empty() ? 0 : q8_block(w[0].type);
+  const bool shared = k.dot_q8 != nullptr && block > 0 &&
+                      std::all_of(w.begin(), w.end(), [&](const weight_rows& wr) { return q8_block(wr.type) == block; });
+  if (!shared) {
+    for (size_t j = 0; j < w.size(); ++j)
+      matmul_rows(pool, scratch, w[j].type, w[j].data, w[j].row_size, w[j].n_out, n_in, x, n, y[j], false);
+    return;
+  }
+  // Every weight's levels take the same quantized input (the quantizer depends on the block
+  // size alone): quantized once, not once per weight.
+  const q8_rows& buf = quantize_inputs(pool, k, w[0].type, x, n, n_in);
+  for (size_t j = 0; j < w.size(); ++j)
+    products_q8(pool, k, w[j].type, w[j].data, w[j].row_size, w[j].n_out, n_in, buf, n, y[j], false);
 }
 
 void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_t* w,

@@ -38,6 +38,18 @@ void matmul_rows(thread_pool& pool, scratch_t& scratch, dtype type, const uint8_
                  size_t w_row_size, int64_t n_out, int64_t n_in, const float* x, int64_t n,
                  float* y, bool accumulate);
 
+// One weight of matmul_rows_n: [n_out][n_in] of `type`, rows row_size bytes apart.
+struct weight_rows {
+  dtype type;
+  const uint8_t* data;
+  size_t row_size;
+  int64_t n_out;
+};
+// y[j] = x · w[j]ᵀ for every j (the results of matmul_rows for each), x [n][n_in]: weights of one
+// int8 block size take one quantization of x between them.
+void matmul_rows_n(thread_pool& pool, scratch_t& scratch, std::span<const weight_rows> w, int64_t n_in,
+                   const float* x, int64_t n, std::span<float* const> y);
+
 // Plain f32 dot product with a fixed summation order (8 interleaved partial sums, each product
 // fused into its sum: std::fma).
 float dot_f32(const float* a, const float* b, int64_t n);
@@ -85,7 +97,14 @@ void rope_rows(thread_pool& pool, float* x, int64_t n, int32_t n_heads, int32_t 
 void rope_vector(float* v, int32_t pos, const std::vector<double>& inv_freq, const rope_params& p);
 std::vector<double> rope_inv_freq(const rope_params& p);
 void swiglu_elems(thread_pool& pool, const float* gate, const float* up, float* out, int64_t n);
-void add_elems(float* a, const float* b, int64_t n);
+void add_elems(thread_pool& pool, float* a, const float* b, int64_t n);
+// rope_rows on q [n][n_heads][head_dim] and k [n][n_kv_heads][head_dim], then k's and v's rows
+// (v like k) stored to caches [n_kv_heads][capacity][head_dim] of cache_type at slots[i] (in
+// range): one pass over the rows, each row's angles computed once for both.
+void rope_store_rows(thread_pool& pool, float* q, float* k, const float* v, int64_t n, int32_t n_heads,
+                     int32_t n_kv_heads, int32_t head_dim, std::span<const int32_t> positions,
+                     const rope_params& p, dtype cache_type, uint8_t* k_cache, uint8_t* v_cache,
+                     int64_t capacity, std::span<const int32_t> slots);
 
 // q [n][n_heads][head_dim]; k rows of a [n_kv_heads][k_capacity] cache, v of a
 // [n_kv_heads][v_capacity] cache read at v_rows[j] (or j when v_rows is null);

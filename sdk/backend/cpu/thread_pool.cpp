@@ -108,4 +108,14 @@ void thread_pool::parallel_for(int64_t n, const std::function<void(int64_t, int6
   if (error_) std::rethrow_exception(error_);
 }
 
+void thread_pool::parallel_items(int64_t n, const std::function<void(int64_t, int32_t)>& fn) {
+  if (n <= 0) return;
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(n, n_threads_), [&](int64_t, int64_t, int32_t thread) {
+    for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < n;
+         item = next.fetch_add(1, std::memory_order_relaxed))
+      fn(item, thread);
+  });
+}
+
 }  // namespace sa::cpu

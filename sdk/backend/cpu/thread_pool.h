@@ -37,6 +37,12 @@ class thread_pool {
   // Not reentrant: one job at a time per pool.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int32_t)>& fn);
 
+  // Calls fn(item, thread_index) once for each item of [0, n), items handed out in order to
+  // whichever thread is free next (a shared counter): for items of uneven cost, listed
+  // dearest first, where parallel_for's fixed ranges would leave threads waiting on the
+  // slowest range. Same contract otherwise.
+  void parallel_items(int64_t n, const std::function<void(int64_t, int32_t)>& fn);
+
  private:
   void worker(int32_t index);
   void stop_workers();  // stops and joins the workers started
