@@ -7,17 +7,23 @@
 // Bytes: x read twice (the second read from cache), w and y once.
 // (The strided loop alone took 10 us a row of 4096 on an H200 through NVIDIA's Vulkan driver:
 // sixteen dependent round trips per invocation.)
+// The _cpu variant (WG = 8, one subgroup of a device run by the CPU, which runs a workgroup's
+// invocations eight at a time: 256 of them spent 35 ms a 256 x 384 batch mostly masked off and
+// switching at the reductions' barriers).
 //! variant rmsnorm
+//! variant rmsnorm_cpu WG=8u
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define GROUP_REDUCE
 #include "common.glsl"
 
-const uint WG = 256u;  // invocations
+#ifndef WG
+#define WG 256u  // invocations
+#endif
 const uint K = 4u;     // 16-byte loads an invocation holds per pass
 
-layout(local_size_x = 256) in;
+layout(local_size_x = WG) in;
 
 layout(push_constant) uniform params {
   floats x;

@@ -68,7 +68,9 @@ void vulkan_backend::rmsnorm(const tensor& x, const tensor& w, float eps, const 
   } pc{addr(x), addr(w), addr(y), static_cast<uint32_t>(x.rows()), static_cast<uint32_t>(x.ne[0]), eps, 0};
   // 16-byte loads when every row starts on a 16-byte boundary.
   pc.wide = x.ne[0] % 4 == 0 && pc.x % 16 == 0 && pc.w % 16 == 0 && pc.y % 16 == 0 ? 1u : 0u;
-  dispatch(shader::rmsnorm, pc, groups_for(x.rows(), 1, max_groups()));
+  // A device run by the CPU takes workgroups of 8 (rmsnorm.comp says why).
+  const bool on_cpu = ctx().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  dispatch(on_cpu ? shader::rmsnorm_cpu : shader::rmsnorm, pc, groups_for(x.rows(), 1, max_groups()));
 }
 
 // ---- RoPE and the cache writes (shaders/rope.comp, rope.glsl, move_rows.comp) --------------

@@ -65,6 +65,10 @@ constexpr shader k_embed[7] = {shader::embed_f32,  shader::embed_f16,  shader::e
                                shader::embed_q4_0, shader::embed_q4_k, shader::embed_q6_k};
 constexpr shader k_gemm[7] = {shader::gemm_f32,  shader::gemm_f16,  shader::gemm_bf16, shader::gemm_q8_0,
                               shader::gemm_q4_0, shader::gemm_q4_k, shader::gemm_q6_k};
+// gemm_rows.comp, by weight type: the prefill products on a device run by the CPU.
+constexpr shader k_gemm_rows[7] = {shader::gemm_rows_f32,  shader::gemm_rows_f16,  shader::gemm_rows_bf16,
+                                   shader::gemm_rows_q8_0, shader::gemm_rows_q4_0, shader::gemm_rows_q4_k,
+                                   shader::gemm_rows_q6_k};
 // gemm_coop.comp, by weight type (none for f32 weights, whose products stay in f32).
 constexpr shader k_gemm_coop[7] = {shader::gemm_f32,       shader::gemm_coop_f16,  shader::gemm_coop_bf16,
                                    shader::gemm_coop_q8_0, shader::gemm_coop_q4_0, shader::gemm_coop_q4_k,
@@ -82,6 +86,7 @@ constexpr shader k_gemv[7][4] = {
 constexpr int64_t k_gemv_rows = 8;  // at most this many rows of x take the GEMV
 constexpr int64_t k_tile = 64;       // gemm.comp's output tile, and gemm_coop.comp's height
 constexpr int64_t k_coop_tile = 128;  // gemm_coop.comp's output tile width (its BN)
+constexpr int64_t k_rows_w = 128, k_rows_x = 8;  // gemm_rows.comp's RW (weight rows) and RX (x rows)
 constexpr int64_t k_word_limit = int64_t{1} << 31;
 
 // A weight's planes 1..3 as word offsets, after checking that it is a [rows][cols] weight the
@@ -181,13 +186,26 @@ void products(vulkan_backend& be, const tensor& x, std::span<const tensor> w, st
   // On the tensor units where the device offers cooperative matrices: the same push constants,
   // x and the weights in f16 with f32 sums, 64 x 128 tiles, for widths of whole 32-wide steps and
   // x on a 16-byte boundary; f32 weights keep the f32 GEMM.
+  // On a device run by the CPU (lavapipe), gemm_rows.comp: workgroups of one subgroup of 8, no
+  // shared memory, as few loads as can be (its header says why and what it measured).
   const bool coop = t != 0 && cols % 32 == 0 && pc.x % 16 == 0 && be.ctx().coop() != coop_kind::none;
-  const int64_t tile_w = coop ? k_coop_tile : k_tile;
-  const int64_t gx = (widest + tile_w - 1) / tile_w, gy = (n + k_tile - 1) / k_tile;
-  const shader gemm = coop ? k_gemm_coop[t] : k_gemm[t];
+  const bool rows_cpu = !coop && be.ctx().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU &&
+                        be.ctx().subgroup_size() >= 8;
+  const int64_t tile_w = coop ? k_coop_tile : rows_cpu ? k_rows_w : k_tile;
+  const int64_t tile_h = rows_cpu ? k_rows_x : k_tile;
+  const int64_t gx = (widest + tile_w - 1) / tile_w, gy = (n + tile_h - 1) / tile_h;
+  shader gemm = coop ? k_gemm_coop[t] : rows_cpu ? k_gemm_rows[t] : k_gemm[t];
+  // Q8_0 in 8-byte loads (as doubles) where the device takes doubles and x and the quants lie on
+  // 8 bytes.
+  if (rows_cpu && t == 3 && be.ctx().has_float64() && pc.x % 8 == 0) {
+    bool aligned = true;
+    for (size_t j = 0; j < w.size(); ++j) aligned = aligned && pc.w[j] % 8 == 0;
+    if (aligned) gemm = shader::gemm_rows_q8_0_w64;
+  }
   if (gx > be.max_groups() || gy > be.max_groups())
-    fail(SA_ERR_UNSUPPORTED, "%s: %lld rows of x into %lld outputs (the Vulkan GEMM takes 64 x %u of each)", op,
-         static_cast<long long>(n), static_cast<long long>(widest), be.max_groups());
+    fail(SA_ERR_UNSUPPORTED, "%s: %lld rows of x into %lld outputs (the Vulkan GEMM takes %lld x %u of each)", op,
+         static_cast<long long>(n), static_cast<long long>(widest), static_cast<long long>(tile_h),
+         be.max_groups());
   if (m != mode::swiglu) {
     pc.mode = static_cast<uint32_t>(m) | count;
     be.dispatch(gemm, pc, static_cast<uint32_t>(gx), static_cast<uint32_t>(gy),
