@@ -203,6 +203,15 @@ TEST_P(ops, matmul_matches_double_reference_on_stored_weights_for_every_type) {
       const tensor w = h.weight(random_vec(static_cast<size_t>(n_in * n_out), 7), type, n_in, n_out, wd);
       expect_matmul(h, w, wd, n_in, n_out, n_rows, 11, product_tol(type, n_rows));
     }
+    // Float weights of a width that is no multiple of 8 (their last elements one by one), as
+    // the prefill products take them.
+    if (block == 1)
+      for (int64_t n_rows : {17, 70}) {
+        harness h(GetParam());
+        std::vector<float> wd;
+        const tensor w = h.weight(random_vec(static_cast<size_t>(100 * n_out), 8), type, 100, n_out, wd);
+        expect_matmul(h, w, wd, 100, n_out, n_rows, 12, product_tol(type, n_rows));
+      }
   }
 }
 
