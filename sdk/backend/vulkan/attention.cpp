@@ -151,6 +151,23 @@ void check_aligned(const vulkan_backend& be, const tensor& k, const tensor& v) {
     fail(SA_ERR_INTERNAL, "vulkan attention: K or V does not start on a 16-byte boundary");
 }
 
+// Query vectors a workgroup of attention_rows.comp holds (its QV), by head dim.
+constexpr int64_t k_rows_vectors_d64 = 12;
+constexpr int64_t k_rows_vectors_d128 = 8;
+// Keys a workgroup of attention_rows.comp walks at most: llvmpipe's loop limiter ends an
+// invocation's loops after 65,535 iterations in all (a 70,000-key row came out wrong in one
+// workgroup), so longer bounds split the keys and merge the partials (attention_combine.comp).
+constexpr int64_t k_rows_split_keys = 16384;
+
+// Whether dense attention takes attention_rows.comp: a device run by the CPU with subgroups of
+// at least 8 and doubles (its 8-byte loads), head dims it is built for, q and the caches on
+// 8-byte boundaries, bounds up to k_max_splits splits.
+bool rows_cpu(const vulkan_backend& be, const tensor& q, const kv_view& kv, int32_t head_dim, int64_t bound) {
+  return be.ctx().properties().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && be.ctx().subgroup_size() >= 8 &&
+         be.ctx().has_float64() && (head_dim == 64 || head_dim == 128) && bound <= k_max_splits * k_rows_split_keys &&
+         be.addr(q) % 8 == 0 && be.addr(*kv.k) % 8 == 0 && be.addr(*kv.v) % 8 == 0;
+}
+
 // Splits of the keys per workgroup of `groups`, for key spans up to `bound`: enough
 // workgroups to fill a GPU, at least k_split_keys keys each.
 int64_t split_count(int64_t groups, int64_t bound, int64_t target = k_target_groups) {
@@ -196,6 +213,32 @@ void run_split(vulkan_backend& be, shader s, split_pc pc, int64_t n, int64_t ite
   be.dispatch(shader::attention_combine, cp, u32(std::min(items, k_grid)));
 }
 
+// attention_rows.comp: the split kernel's push constants, QV vectors a workgroup (the group's
+// heads in chunks of at most QV, then as many rows as fit), one split up to k_rows_split_keys
+// keys (the shipped model's prompts and decode: no combine pass).
+void run_rows(vulkan_backend& be, const tensor& q, const kv_view& kv, int64_t v_capacity, int64_t n, int32_t n_heads,
+              int32_t n_kv_heads, int32_t head_dim, const tensor& kv_len, int64_t bound, float scale,
+              const tensor& out, const tensor& lse) {
+  const int64_t group = n_heads / n_kv_heads;
+  const int64_t vectors = head_dim == 64 ? k_rows_vectors_d64 : k_rows_vectors_d128;
+  const int64_t chunks = ceil_div(group, vectors);
+  const int64_t hb = ceil_div(group, chunks);
+  split_pc pc = split_base(be, q, kv, v_capacity, n, n_heads, group, head_dim, scale);
+  pc.lens = be.ints(kv_len);
+  pc.rows = kv.v_rows ? be.ints(*kv.v_rows) : pc.lens;  // unread without flags & 1
+  pc.hb = u32(hb);
+  pc.rb = u32(std::min(n, std::max<int64_t>(1, vectors / hb)));
+  pc.bound = u32(bound);
+  pc.flags = kv.v_rows ? 1u : 0u;
+  const dtype type = kv.k->type;
+  const shader s = head_dim == 64 ? by_type(type, shader::attention_rows_f32_d64, shader::attention_rows_f16_d64,
+                                            shader::attention_rows_bf16_d64)
+                                  : by_type(type, shader::attention_rows_f32_d128, shader::attention_rows_f16_d128,
+                                            shader::attention_rows_bf16_d128);
+  run_split(be, s, pc, n, n * n_heads, n_kv_heads, chunks, std::max<int64_t>(1, ceil_div(bound, k_rows_split_keys)),
+            out, lse);
+}
+
 }  // namespace
 
 void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
@@ -216,31 +259,38 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
   if (n == 0) return;
 
   const int64_t group = n_heads / n_kv_heads;
-  const int64_t chunks = ceil_div(group, k_vectors);
-  const int64_t hb = ceil_div(group, chunks);
-  const int64_t rb = std::min(n, std::max<int64_t>(1, k_vectors / hb));
-  const int64_t groups = int64_t{n_kv_heads} * chunks * ceil_div(n, rb);
-  const int64_t splits = dense_split_count(groups, bound);
   const dtype type = kv.k->type;
-  split_pc pc = split_base(*this, q, kv, v_capacity, n, n_heads, group, head_dim, scale);
-  pc.lens = ints(kv_len);
-  pc.rows = kv.v_rows ? ints(*kv.v_rows) : pc.lens;  // unread without flags & 1
-  pc.hb = u32(hb);
-  pc.rb = u32(rb);
-  pc.bound = u32(bound);
-  check_aligned(*this, *kv.k, *kv.v);
-  pc.flags = kv.v_rows ? 1u : 0u;
-  // Blocks of at most 4 vectors (a decode row of a group of up to 4 heads) take the variants
-  // bounded at 4: half the registers, more keys in flight. (Tried for one decode row and not
-  // kept: a kernel with no barrier in its key loop, each run of 16 lanes streaming its own keys
-  // with its own softmax state, every key's K and V loads issued together, the runs merged by
-  // shuffles and the subgroups through shared memory at the end. Correct on lavapipe and the
-  // NVIDIA driver, but slower at every length beside this kernel with the same combine pass:
-  // H200, 32K keys 141.7 -> 202.7 us, 128K 415.8 -> 621.9; 2, 4 or 8 keys a run in flight and
-  // workgroups of 64 or 128 all within 10 % of each other.)
-  const shader s = hb * rb <= 4 ? by_type(type, shader::attention_g4_f32, shader::attention_g4_f16, shader::attention_g4_bf16)
-                                : by_type(type, shader::attention_f32, shader::attention_f16, shader::attention_bf16);
-  run_split(*this, s, pc, n, n * n_heads, n_kv_heads, chunks, splits, out, lse);
+  // On a device run by the CPU (lavapipe), attention_rows.comp: one subgroup of 8 a workgroup,
+  // the lanes over the head dimension, keys 8 at a time, split only past k_rows_split_keys (its
+  // header says why).
+  if (rows_cpu(*this, q, kv, head_dim, bound)) {
+    run_rows(*this, q, kv, v_capacity, n, n_heads, n_kv_heads, head_dim, kv_len, bound, scale, out, lse);
+  } else {
+    const int64_t chunks = ceil_div(group, k_vectors);
+    const int64_t hb = ceil_div(group, chunks);
+    const int64_t rb = std::min(n, std::max<int64_t>(1, k_vectors / hb));
+    const int64_t groups = int64_t{n_kv_heads} * chunks * ceil_div(n, rb);
+    const int64_t splits = dense_split_count(groups, bound);
+    split_pc pc = split_base(*this, q, kv, v_capacity, n, n_heads, group, head_dim, scale);
+    pc.lens = ints(kv_len);
+    pc.rows = kv.v_rows ? ints(*kv.v_rows) : pc.lens;  // unread without flags & 1
+    pc.hb = u32(hb);
+    pc.rb = u32(rb);
+    pc.bound = u32(bound);
+    check_aligned(*this, *kv.k, *kv.v);
+    pc.flags = kv.v_rows ? 1u : 0u;
+    // Blocks of at most 4 vectors (a decode row of a group of up to 4 heads) take the variants
+    // bounded at 4: half the registers, more keys in flight. (Tried for one decode row and not
+    // kept: a kernel with no barrier in its key loop, each run of 16 lanes streaming its own keys
+    // with its own softmax state, every key's K and V loads issued together, the runs merged by
+    // shuffles and the subgroups through shared memory at the end. Correct on lavapipe and the
+    // NVIDIA driver, but slower at every length beside this kernel with the same combine pass:
+    // H200, 32K keys 141.7 -> 202.7 us, 128K 415.8 -> 621.9; 2, 4 or 8 keys a run in flight and
+    // workgroups of 64 or 128 all within 10 % of each other.)
+    const shader s = hb * rb <= 4 ? by_type(type, shader::attention_g4_f32, shader::attention_g4_f16, shader::attention_g4_bf16)
+                                  : by_type(type, shader::attention_f32, shader::attention_f16, shader::attention_bf16);
+    run_split(*this, s, pc, n, n * n_heads, n_kv_heads, chunks, splits, out, lse);
+  }
 
   if (mass && mass->n_keys > 0) {
     const mass_pc mp{addr(q), addr(*kv.k), ints(kv_len), addr(lse), addr(*mass->row_weights), addr(*mass->mass),
