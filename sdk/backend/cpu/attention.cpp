@@ -148,18 +148,7 @@ void attend_group(const problem& pb, int64_t i0, int64_t rows, int64_t kvh, std:
       int64_t longest = 0;
       for (int64_t x = 0; x < nx; ++x) longest = std::max(longest, len[qi + x]);
       if (key >= longest) continue;
-      float* out = p + qi * n_max + key;
-      if (kern.scores) {
-        kern.scores(kt, 4, qs + qi * hd, nx, hd, pb.scale, out, n_max);
-        continue;
-      }
-      for (int64_t x0 = 0; x0 < nx; x0 += 2) {
-        float s[8];
-        const int64_t pair = std::min<int64_t>(2, nx - x0);
-        kern.dot_block(kt, 4, qs + (qi + x0) * hd, pair, hd, s);
-        for (int64_t x = 0; x < pair; ++x)
-          for (int64_t j = 0; j < 4; ++j) out[(x0 + x) * n_max + j] = s[x * 4 + j] * pb.scale + 0.0f;
-      }
+      kern.scores(kt, 4, qs + qi * hd, nx, hd, pb.scale, p + qi * n_max + key, n_max);
     }
   }
   for (; key < n_max; ++key) {

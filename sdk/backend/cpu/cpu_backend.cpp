@@ -195,6 +195,14 @@ void cpu_backend::add(const tensor& a, const tensor& b) {
   add_elems(pool_, ptr<float>(a), ptr<float>(b), a.ne[0] * a.rows());
 }
 
+namespace {
+void check_slots(std::span<const int32_t> slots, int64_t capacity, const char* op) {
+  for (int32_t s : slots)
+    if (s < 0 || s >= capacity)
+      fail(SA_ERR_INTERNAL, "%s: slot %d outside [0, %lld)", op, s, static_cast<long long>(capacity));
+}
+}  // namespace
+
 void cpu_backend::store_kv(const tensor& cache, int64_t capacity, const tensor& src,
                            const tensor& slots) {
   // cache viewed as [n_kv_heads][capacity][head_dim]; src as [n][n_kv_heads][head_dim]
@@ -207,10 +215,8 @@ void cpu_backend::store_kv(const tensor& cache, int64_t capacity, const tensor& 
   rows_of(cache, static_cast<int32_t>(head_dim));  // checks the type
   uint8_t* c = data_of(cache);
   const float* s = ptr<float>(src);
+  check_slots(slot, capacity, "store_kv");
   for (int64_t i = 0; i < n; ++i) {
-    if (slot[static_cast<size_t>(i)] < 0 || slot[static_cast<size_t>(i)] >= capacity)
-      fail(SA_ERR_INTERNAL, "store_kv: slot %d outside [0, %lld)", slot[static_cast<size_t>(i)],
-           static_cast<long long>(capacity));
     for (int64_t h = 0; h < n_kv_heads; ++h)
       store_row(cache.type, s + (i * n_kv_heads + h) * head_dim,
                 c + static_cast<size_t>(h * capacity + slot[static_cast<size_t>(i)]) * row_size,
@@ -224,21 +230,13 @@ void cpu_backend::rope_store_kv(const tensor& q, const tensor& k, const tensor& 
                                 int64_t capacity, const tensor& slots) {
   const std::span<const int32_t> pos = ints(positions), slot = ints(slots);
   const int64_t n = static_cast<int64_t>(pos.size());
-  const bool shapes = static_cast<int64_t>(slot.size()) == n && k_cache.type == v_cache.type &&
-                      k_cache.ne[0] == head_dim && v_cache.ne[0] == head_dim &&
-                      k.ne[0] * k.rows() == n * n_kv_heads * head_dim && v.ne[0] * v.rows() == n * n_kv_heads * head_dim &&
-                      q.ne[0] * q.rows() == n * n_heads * head_dim;
-  if (!shapes) {  // the ops one by one, which say what does not fit
-    rope(q, n_heads, head_dim, positions, p);
-    rope(k, n_kv_heads, head_dim, positions, p);
-    store_kv(k_cache, capacity, k, slots);
-    store_kv(v_cache, capacity, v, slots);
-    return;
-  }
+  if (static_cast<int64_t>(slot.size()) != n || k_cache.type != v_cache.type || k_cache.ne[0] != head_dim ||
+      v_cache.ne[0] != head_dim || q.elements() != n * n_heads * head_dim ||
+      k.elements() != n * n_kv_heads * head_dim || v.elements() != n * n_kv_heads * head_dim)
+    fail(SA_ERR_INTERNAL, "rope_store_kv: q, k, v, caches, %zu slots and %lld positions disagree", slot.size(),
+         static_cast<long long>(n));
   rows_of(k_cache, head_dim);  // checks the type
-  for (int32_t s : slot)
-    if (s < 0 || s >= capacity)
-      fail(SA_ERR_INTERNAL, "store_kv: slot %d outside [0, %lld)", s, static_cast<long long>(capacity));
+  check_slots(slot, capacity, "rope_store_kv");
   // One pass over the rows: the same rotations and stores as rope, rope, store_kv, store_kv.
   rope_store_rows(pool_, ptr<float>(q), ptr<float>(k), ptr<float>(v), n, n_heads, n_kv_heads, head_dim, pos, p,
                   k_cache.type, data_of(k_cache), data_of(v_cache), capacity, slot);

@@ -12,8 +12,16 @@ namespace {
 
 bool dot_rows_types_none(dtype) { return false; }
 
-const kernels k_reference = {dot_f32, nullptr, dot_rows_types_none, dot_block, add_scaled, add_scaled_rows,
-                               exp_shifted, swiglu_span, nullptr};
+const kernels k_reference = {.dot_f32 = dot_f32,
+                               .dot_rows = nullptr,
+                               .dot_rows_types = dot_rows_types_none,
+                               .dot_block = dot_block,
+                               .add_scaled = add_scaled,
+                               .add_scaled_rows = add_scaled_rows,
+                               .exp_shifted = exp_shifted,
+                               .swiglu = swiglu_span,
+                               .dot_q8 = nullptr,
+                               .scores = scores};
 
 constexpr kernel_set k_all[] = {kernel_set::reference, kernel_set::avx2, kernel_set::avx2_int8,
                                 kernel_set::avx512_vnni, kernel_set::neon, kernel_set::neon_dotprod,

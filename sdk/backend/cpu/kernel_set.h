@@ -160,7 +160,7 @@ struct kernels {
   void (*quantize_q8)(const float* x, int64_t n, int64_t block, int8_t* q, float* d, int16_t* sums) = nullptr;
   // Attention's scores for a block of keys and queries: out[i * stride + r] = dot_f32(k + r n,
   // q + i n, n) * scale + 0.0f for r < rows <= 4 and i < nq <= 4 (k [rows][n], q [nq][n]), each
-  // dot product as dot_f32 computes it. Null: dot_block, then the scale, pair by pair.
+  // dot product as dot_f32 computes it. Every set has one.
   void (*scores)(const float* k, int64_t rows, const float* q, int64_t nq, int64_t n, float scale, float* out,
                  int64_t stride) = nullptr;
   // add_scaled_rows into two outputs from the same rows, y0 with weights a0 and y1 with a1, each

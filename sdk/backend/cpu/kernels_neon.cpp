@@ -358,8 +358,28 @@ void swiglu_neon(const float* g, const float* u, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = swiglu_value(g[i], u[i]);
 }
 
-const kernels k_neon = {dot_f32_neon,         dot_rows_neon,    fused_row_type, dot_block_neon, add_scaled_neon,
-                        add_scaled_rows_neon, exp_shifted_neon, swiglu_neon,         nullptr};
+// Attention's scores (kernel_set.h): dot_block's sums two queries at a time, then scaled.
+void scores_neon(const float* k, int64_t rows, const float* q, int64_t nq, int64_t n, float scale, float* out,
+                 int64_t stride) {
+  for (int64_t i = 0; i < nq; i += 2) {
+    float s[8];
+    const int64_t nx = nq - i < 2 ? 1 : 2;
+    dot_block_neon(k, rows, q + i * n, nx, n, s);
+    for (int64_t x = 0; x < nx; ++x)
+      for (int64_t r = 0; r < rows; ++r) out[(i + x) * stride + r] = s[x * 4 + r] * scale + 0.0f;
+  }
+}
+
+const kernels k_neon = {.dot_f32 = dot_f32_neon,
+                        .dot_rows = dot_rows_neon,
+                        .dot_rows_types = fused_row_type,
+                        .dot_block = dot_block_neon,
+                        .add_scaled = add_scaled_neon,
+                        .add_scaled_rows = add_scaled_rows_neon,
+                        .exp_shifted = exp_shifted_neon,
+                        .swiglu = swiglu_neon,
+                        .dot_q8 = nullptr,
+                        .scores = scores_neon};
 
 }  // namespace
 

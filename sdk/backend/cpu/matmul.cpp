@@ -160,6 +160,12 @@ void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t
     for (int64_t r = 0; r < rows; ++r) out[i * 4 + r] = dot_f32(w + r * n, x + i * n, n);
 }
 
+void scores(const float* k, int64_t rows, const float* q, int64_t nq, int64_t n, float scale, float* out,
+            int64_t stride) {
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t r = 0; r < rows; ++r) out[i * stride + r] = dot_f32(k + r * n, q + i * n, n) * scale + 0.0f;
+}
+
 void add_scaled(float* y, const float* x, float a, int64_t n) {
   for (int64_t d = 0; d < n; ++d) y[d] = std::fma(a, x[d], y[d]);
 }

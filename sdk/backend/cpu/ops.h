@@ -55,6 +55,10 @@ void matmul_rows_n(thread_pool& pool, scratch_t& scratch, std::span<const weight
 float dot_f32(const float* a, const float* b, int64_t n);
 // out[i * 4 + r] = dot_f32(w + r n, x + i n, n) for r < rows <= 4, i < nx <= 2 (kernel_set.h).
 void dot_block(const float* w, int64_t rows, const float* x, int64_t nx, int64_t n, float* out);
+// out[i * stride + r] = dot_f32(k + r n, q + i n, n) * scale + 0.0f for r < rows <= 4, i < nq
+// <= 4: attention's scores, the reference loop (kernel_set.h).
+void scores(const float* k, int64_t rows, const float* q, int64_t nq, int64_t n, float scale, float* out,
+            int64_t stride);
 // y[d] = fma(a, x[d], y[d]), the reference loop.
 void add_scaled(float* y, const float* x, float a, int64_t n);
 // add_scaled(y, x + t * stride, a[t], n) for t < count, in order.

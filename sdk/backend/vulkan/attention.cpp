@@ -239,6 +239,39 @@ void run_rows(vulkan_backend& be, const tensor& q, const kv_view& kv, int64_t v_
             out, lse);
 }
 
+// attention_split.glsl's dense variants: blocks of up to k_vectors query vectors through shared
+// tiles of keys, split over the keys to fill a GPU, then combined.
+void run_tiles(vulkan_backend& be, const tensor& q, const kv_view& kv, int64_t v_capacity, int64_t n, int32_t n_heads,
+               int32_t n_kv_heads, int32_t head_dim, const tensor& kv_len, int64_t bound, float scale,
+               const tensor& out, const tensor& lse) {
+  const int64_t group = n_heads / n_kv_heads;
+  const dtype type = kv.k->type;
+  const int64_t chunks = ceil_div(group, k_vectors);
+  const int64_t hb = ceil_div(group, chunks);
+  const int64_t rb = std::min(n, std::max<int64_t>(1, k_vectors / hb));
+  const int64_t groups = int64_t{n_kv_heads} * chunks * ceil_div(n, rb);
+  const int64_t splits = dense_split_count(groups, bound);
+  split_pc pc = split_base(be, q, kv, v_capacity, n, n_heads, group, head_dim, scale);
+  pc.lens = be.ints(kv_len);
+  pc.rows = kv.v_rows ? be.ints(*kv.v_rows) : pc.lens;  // unread without flags & 1
+  pc.hb = u32(hb);
+  pc.rb = u32(rb);
+  pc.bound = u32(bound);
+  check_aligned(be, *kv.k, *kv.v);
+  pc.flags = kv.v_rows ? 1u : 0u;
+  // Blocks of at most 4 vectors (a decode row of a group of up to 4 heads) take the variants
+  // bounded at 4: half the registers, more keys in flight. (Tried for one decode row and not
+  // kept: a kernel with no barrier in its key loop, each run of 16 lanes streaming its own keys
+  // with its own softmax state, every key's K and V loads issued together, the runs merged by
+  // shuffles and the subgroups through shared memory at the end. Correct on lavapipe and the
+  // NVIDIA driver, but slower at every length beside this kernel with the same combine pass:
+  // H200, 32K keys 141.7 -> 202.7 us, 128K 415.8 -> 621.9; 2, 4 or 8 keys a run in flight and
+  // workgroups of 64 or 128 all within 10 % of each other.)
+  const shader s = hb * rb <= 4 ? by_type(type, shader::attention_g4_f32, shader::attention_g4_f16, shader::attention_g4_bf16)
+                                : by_type(type, shader::attention_f32, shader::attention_f16, shader::attention_bf16);
+  run_split(be, s, pc, n, n * n_heads, n_kv_heads, chunks, splits, out, lse);
+}
+
 }  // namespace
 
 void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_heads, int32_t n_kv_heads,
@@ -263,34 +296,8 @@ void vulkan_backend::attention(const tensor& q, const kv_view& kv, int32_t n_hea
   // On a device run by the CPU (lavapipe), attention_rows.comp: one subgroup of 8 a workgroup,
   // the lanes over the head dimension, keys 8 at a time, split only past k_rows_split_keys (its
   // header says why).
-  if (rows_cpu(*this, q, kv, head_dim, bound)) {
-    run_rows(*this, q, kv, v_capacity, n, n_heads, n_kv_heads, head_dim, kv_len, bound, scale, out, lse);
-  } else {
-    const int64_t chunks = ceil_div(group, k_vectors);
-    const int64_t hb = ceil_div(group, chunks);
-    const int64_t rb = std::min(n, std::max<int64_t>(1, k_vectors / hb));
-    const int64_t groups = int64_t{n_kv_heads} * chunks * ceil_div(n, rb);
-    const int64_t splits = dense_split_count(groups, bound);
-    split_pc pc = split_base(*this, q, kv, v_capacity, n, n_heads, group, head_dim, scale);
-    pc.lens = ints(kv_len);
-    pc.rows = kv.v_rows ? ints(*kv.v_rows) : pc.lens;  // unread without flags & 1
-    pc.hb = u32(hb);
-    pc.rb = u32(rb);
-    pc.bound = u32(bound);
-    check_aligned(*this, *kv.k, *kv.v);
-    pc.flags = kv.v_rows ? 1u : 0u;
-    // Blocks of at most 4 vectors (a decode row of a group of up to 4 heads) take the variants
-    // bounded at 4: half the registers, more keys in flight. (Tried for one decode row and not
-    // kept: a kernel with no barrier in its key loop, each run of 16 lanes streaming its own keys
-    // with its own softmax state, every key's K and V loads issued together, the runs merged by
-    // shuffles and the subgroups through shared memory at the end. Correct on lavapipe and the
-    // NVIDIA driver, but slower at every length beside this kernel with the same combine pass:
-    // H200, 32K keys 141.7 -> 202.7 us, 128K 415.8 -> 621.9; 2, 4 or 8 keys a run in flight and
-    // workgroups of 64 or 128 all within 10 % of each other.)
-    const shader s = hb * rb <= 4 ? by_type(type, shader::attention_g4_f32, shader::attention_g4_f16, shader::attention_g4_bf16)
-                                  : by_type(type, shader::attention_f32, shader::attention_f16, shader::attention_bf16);
-    run_split(*this, s, pc, n, n * n_heads, n_kv_heads, chunks, splits, out, lse);
-  }
+  const auto run = rows_cpu(*this, q, kv, head_dim, bound) ? run_rows : run_tiles;
+  run(*this, q, kv, v_capacity, n, n_heads, n_kv_heads, head_dim, kv_len, bound, scale, out, lse);
 
   if (mass && mass->n_keys > 0) {
     const mass_pc mp{addr(q), addr(*kv.k), ints(kv_len), addr(lse), addr(*mass->row_weights), addr(*mass->mass),
